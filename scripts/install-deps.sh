@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package uroce needs to build, test and benchmark.
+# Idempotent and non-interactive. Must run as root (or through sudo).
+set -euo pipefail
+
+PKGS=(
+  # build
+  build-essential meson ninja-build pkg-config clang clang-format lld
+  libclang-rt-14-dev llvm
+  # libraries
+  libdpdk-dev libisal-dev libibverbs-dev libpcap-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # independent wire checkers used by the tests
+  python3 python3-scapy tshark
+  # rdma-core tools run unmodified over the shim, and network tooling for tests
+  ibverbs-utils perftest rdma-core iproute2
+)
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# tshark asks whether non-root users may capture; answer no without a prompt.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

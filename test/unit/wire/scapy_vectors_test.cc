@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -20,6 +21,12 @@
 #include "wire/packet.h"
 
 namespace uroce::wire {
+
+// gtest prints ParseError values by name.
+[[maybe_unused]] static void PrintTo(ParseError e, std::ostream *os) {
+  *os << parse_error_str(e);
+}
+
 namespace {
 
 constexpr size_t kMinVectors = 400;  // the generator writes 444; fewer means it went wrong

@@ -220,7 +220,8 @@ struct Totals {
 
 void print_summary(const Options &o, const Totals &t) {
   if (!o.quiet) {
-    std::printf("opcodes (valid RoCE frames):\n");
+    const bool any = t.roce != t.invalid;
+    std::printf("opcodes (valid RoCE frames):%s\n", any ? "" : " none");
     for (size_t op = 0; op < t.per_opcode.size(); ++op) {
       if (t.per_opcode[op] == 0) continue;
       const wire::OpcodeInfo &info = wire::opcode_info(static_cast<uint8_t>(op));

@@ -111,10 +111,10 @@ def icrc_input(l3, ipv6):
     return b"\xff" * 8 + bytes(b)
 
 
-def mac(rng):
+def mac(rng, group_ok):
     m = bytes(rng.randrange(256) for _ in range(6))
-    if rng.randrange(8) == 0:
-        return bytes([m[0] | 1]) + m[1:]  # a multicast address now and then
+    if group_ok and rng.randrange(8) == 0:
+        return bytes([m[0] | 1]) + m[1:]  # a multicast destination now and then
     return bytes([m[0] & 0xFE]) + m[1:]
 
 
@@ -144,8 +144,8 @@ def build_vector(rng, idx, opcode, paylen, k, opi):
     v["vlan"] = int(vlan)
     v["vid"] = rng.choice([0, 1, 100, 4095, rng.randrange(4096)])
     v["pcp"] = rng.randrange(8)
-    v["dmac"] = mac(rng)
-    v["smac"] = mac(rng)
+    v["dmac"] = mac(rng, True)
+    v["smac"] = mac(rng, False)
     if ipv6:
         sip, dip = ipv6_addr(rng), ipv6_addr(rng)
         v["sgid"], v["dgid"] = sip, dip

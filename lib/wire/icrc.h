@@ -24,25 +24,61 @@ constexpr size_t icrc_masked_len(bool ipv6) noexcept {
   return (ipv6 ? Ipv6Hdr::kSize : Ipv4Hdr::kSize) + UdpHdr::kSize + Bth::kSize;
 }
 
+namespace detail {
+// Bytes OR-ed into the masked prefix: 0xFF over each variant field, 0x0F over the low nibble
+// of the IPv6 traffic class (the high nibble of that byte is the IP version).
+// clang-format off
+inline constexpr uint8_t kIcrcMaskV4[Ipv4Hdr::kSize + UdpHdr::kSize + Bth::kSize] = {
+    0x00, 0xFF, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // IPv4: TOS
+    0xFF, 0x00, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x00,  //       TTL, header checksum
+    0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xFF,  // UDP: checksum
+    0x00, 0x00, 0x00, 0x00, 0xFF, 0x00, 0x00, 0x00,  // BTH: byte 4
+    0x00, 0x00, 0x00, 0x00};
+inline constexpr uint8_t kIcrcMaskV6[Ipv6Hdr::kSize + UdpHdr::kSize + Bth::kSize] = {
+    0x0F, 0xFF, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0xFF,  // IPv6: traffic class, flow label, hop limit
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xFF,  // UDP: checksum
+    0x00, 0x00, 0x00, 0x00, 0xFF, 0x00, 0x00, 0x00,  // BTH: byte 4
+    0x00, 0x00, 0x00, 0x00};
+// clang-format on
+
+// Bitwise CRC-32 (reflected 0xEDB88320, zlib semantics) for compile-time constants.
+constexpr uint32_t crc32_bitwise(uint32_t seed, const uint8_t *p, size_t n) noexcept {
+  uint32_t c = ~seed;
+  for (size_t i = 0; i < n; ++i) {
+    c ^= p[i];
+    for (int k = 0; k < 8; ++k)
+      c = (c & 1) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
+  }
+  return ~c;
+}
+inline constexpr uint8_t kIcrcLrh[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+}  // namespace detail
+
+// CRC-32 of the 8 bytes of 0xFF that stand in for the LRH: every ICRC starts from this state.
+inline constexpr uint32_t kIcrcLrhCrc = detail::crc32_bitwise(0, detail::kIcrcLrh, 8);
+static_assert(kIcrcLrhCrc == 0x2144DF1Cu);  // zlib.crc32(b"\xff" * 8)
+
+// ICRC regions (IP header to ICRC) up to this size are masked into one contiguous stack copy
+// and handed to the CRC in a single call; longer ones take two calls (masked prefix, rest).
+// Each CRC call has a fixed cost (~20 ns for ISA-L on small inputs) that outweighs copying up
+// to about 1 KB (see doc/perf.md).
+inline constexpr size_t kIcrcOneCallMax = 1024;
+
 // Copies the masked prefix of a packet starting at its IP header into `out` with the variant
 // fields set to all ones. `l3` must hold at least icrc_masked_len(ipv6) bytes.
 inline void icrc_mask_headers(const uint8_t *l3, bool ipv6, uint8_t *out) noexcept {
-  const size_t n = icrc_masked_len(ipv6);
-  std::memcpy(out, l3, n);
-  size_t udp;
+  // Whole-byte ORs over a fixed length: compiled to a few vector loads, ORs and stores, so the
+  // CRC's wide loads of `out` are forwarded from equally wide stores.
   if (ipv6) {
-    out[0] |= 0x0F;                   // traffic class (high nibble) ...
-    out[1] = out[2] = out[3] = 0xFF;  // ... and flow label
-    out[7] = 0xFF;                    // hop limit
-    udp = Ipv6Hdr::kSize;
+    for (size_t i = 0; i < sizeof(detail::kIcrcMaskV6); ++i)
+      out[i] = static_cast<uint8_t>(l3[i] | detail::kIcrcMaskV6[i]);
   } else {
-    out[1] = 0xFF;             // TOS
-    out[8] = 0xFF;             // TTL
-    out[10] = out[11] = 0xFF;  // header checksum
-    udp = Ipv4Hdr::kSize;
+    for (size_t i = 0; i < sizeof(detail::kIcrcMaskV4); ++i)
+      out[i] = static_cast<uint8_t>(l3[i] | detail::kIcrcMaskV4[i]);
   }
-  out[udp + 6] = out[udp + 7] = 0xFF;   // UDP checksum
-  out[udp + UdpHdr::kSize + 4] = 0xFF;  // BTH byte 4
 }
 
 // The ICRC with a caller-chosen CRC-32 routine: crc(seed, buf, len) must have zlib crc32's
@@ -52,13 +88,16 @@ inline void icrc_mask_headers(const uint8_t *l3, bool ipv6, uint8_t *out) noexce
 // and must be at least icrc_masked_len(ipv6).
 template <typename CrcFn>
 inline uint32_t icrc_compute_with(CrcFn &&crc, const uint8_t *l3, size_t len, bool ipv6) noexcept {
-  static constexpr uint8_t kLrh[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
-  uint8_t masked[Ipv6Hdr::kSize + UdpHdr::kSize + Bth::kSize];
   const size_t n = icrc_masked_len(ipv6);
+  if (len <= kIcrcOneCallMax) {
+    alignas(64) uint8_t buf[kIcrcOneCallMax];
+    icrc_mask_headers(l3, ipv6, buf);
+    std::memcpy(buf + n, l3 + n, len - n);
+    return crc(kIcrcLrhCrc, buf, len);
+  }
+  alignas(16) uint8_t masked[Ipv6Hdr::kSize + UdpHdr::kSize + Bth::kSize];
   icrc_mask_headers(l3, ipv6, masked);
-  uint32_t c = crc(0u, kLrh, sizeof(kLrh));
-  c = crc(c, masked, n);
-  return crc(c, l3 + n, len - n);
+  return crc(crc(kIcrcLrhCrc, masked, n), l3 + n, len - n);
 }
 
 // ISA-L (crc32_gzip_refl).

@@ -1,0 +1,377 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// EngineCore: construction, the object tables (PD, MR, CQ, SRQ, AH), completions and the
+// scatter / gather helpers every role uses. QPs: qp.cc.
+#include "transport/core.h"
+
+#include <cerrno>
+#include <cstring>
+
+namespace uroce::transport {
+
+EngineCore::EngineCore(const EngineConfig &cfg)
+    : cfg_(cfg),
+      wheel_(cfg.timer_tick_ns, 0),
+      pds_(cfg.max_pd),
+      mrs_(cfg.max_mr, cfg.seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull),
+      cqs_(new CompletionQueue[cfg.max_cq]),
+      srqs_(new SharedRecvQueue[cfg.max_srq]),
+      ahs_(new Ah[cfg.max_ah]),
+      qps_(new Qp[cfg.max_qp]) {
+  if (cfg_.qpn_base < 2) cfg_.qpn_base = 2;  // QP0 / QP1 are the special QPs
+  for (uint32_t i = 0; i < cfg_.max_qp; ++i) {
+    qps_[i].index = i;
+    qps_[i].retrans_timer.qp_index = i;
+    qps_[i].retrans_timer.kind = kTimerRetransmit;
+    qps_[i].rnr_timer.qp_index = i;
+    qps_[i].rnr_timer.kind = kTimerRnr;
+  }
+}
+
+EngineCore::~EngineCore() {
+  wheel_.clear();
+}
+
+int EngineCore::reg_mr(uint32_t pd, void *host, uint64_t app_va, uint64_t len, uint32_t access,
+                       uint32_t *lkey, uint32_t *rkey) noexcept {
+  if (!pds_.valid(pd)) return EINVAL;
+  uint32_t key = 0;
+  const int rc = mrs_.reg(pd, static_cast<uint8_t *>(host), app_va, len, access, &key);
+  if (rc) return rc;
+  pds_.ref(pd);
+  *lkey = key;
+  *rkey = key;
+  return 0;
+}
+
+int EngineCore::dereg_mr(uint32_t lkey) noexcept {
+  uint32_t pd = 0;
+  const int rc = mrs_.dereg(lkey, &pd);
+  if (rc) return rc;
+  pds_.unref(pd);
+  return 0;
+}
+
+uint32_t EngineCore::create_cq(uint32_t depth) {
+  if (depth == 0 || depth > cfg_.max_cqe) return 0;
+  for (uint32_t i = 0; i < cfg_.max_cq; ++i)
+    if (!cqs_[i].in_use()) {
+      cqs_[i].init(depth);
+      cqs_[i].refs = 0;
+      return i + 1;
+    }
+  return 0;
+}
+
+int EngineCore::destroy_cq(uint32_t cq) noexcept {
+  if (!valid_cq(cq)) return EINVAL;
+  if (cqs_[cq - 1].refs) return EBUSY;
+  cqs_[cq - 1].release();
+  return 0;
+}
+
+uint32_t EngineCore::create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge) {
+  if (!pds_.valid(pd) || max_wr == 0 || max_wr > kMaxWr || max_sge == 0 || max_sge > kMaxSge)
+    return 0;
+  for (uint32_t i = 0; i < cfg_.max_srq; ++i)
+    if (!srqs_[i].in_use) {
+      SharedRecvQueue &s = srqs_[i];
+      s.rq.init(max_wr, max_sge);
+      s.pd = pd;
+      s.limit = 0;
+      s.refs = 0;
+      s.in_use = true;
+      pds_.ref(pd);
+      return i + 1;
+    }
+  return 0;
+}
+
+int EngineCore::modify_srq(uint32_t srq, uint32_t srq_limit) noexcept {
+  if (!valid_srq(srq)) return EINVAL;
+  SharedRecvQueue &s = srqs_[srq - 1];
+  if (srq_limit > s.rq.capacity()) return EINVAL;
+  s.limit = srq_limit;
+  return 0;
+}
+
+int EngineCore::destroy_srq(uint32_t srq) noexcept {
+  if (!valid_srq(srq)) return EINVAL;
+  SharedRecvQueue &s = srqs_[srq - 1];
+  if (s.refs) return EBUSY;
+  s.rq.release();
+  s.in_use = false;
+  pds_.unref(s.pd);
+  return 0;
+}
+
+uint32_t EngineCore::create_ah(uint32_t pd, const AhAttr &attr) noexcept {
+  if (!pds_.valid(pd)) return 0;
+  if (attr.path.sgid.is_v4mapped() != attr.path.dgid.is_v4mapped()) return 0;
+  for (uint32_t i = 0; i < cfg_.max_ah; ++i)
+    if (!ahs_[i].in_use) {
+      ahs_[i].in_use = true;
+      ahs_[i].pd = pd;
+      ahs_[i].attr = attr;
+      pds_.ref(pd);
+      return i + 1;
+    }
+  return 0;
+}
+
+int EngineCore::destroy_ah(uint32_t ah) noexcept {
+  if (ah < 1 || ah > cfg_.max_ah || !ahs_[ah - 1].in_use) return EINVAL;
+  ahs_[ah - 1].in_use = false;
+  pds_.unref(ahs_[ah - 1].pd);
+  return 0;
+}
+
+uint32_t EngineCore::poll_cq(uint32_t cq, Wc *wc, uint32_t n) noexcept {
+  if (!valid_cq(cq)) return 0;
+  return cqs_[cq - 1].poll(wc, n);
+}
+
+int EngineCore::req_notify_cq(uint32_t cq, bool solicited_only) noexcept {
+  if (!valid_cq(cq)) return EINVAL;
+  cqs_[cq - 1].arm(solicited_only);
+  return 0;
+}
+
+uint32_t EngineCore::cq_events(uint32_t cq) noexcept {
+  if (!valid_cq(cq)) return 0;
+  return cqs_[cq - 1].take_events();
+}
+
+void EngineCore::push_async(AsyncEvent type, uint32_t handle) noexcept {
+  if (async_head_ - async_tail_ >= kAsyncCap) return;
+  async_[async_head_ % kAsyncCap] = AsyncEventRecord{type, handle};
+  ++async_head_;
+}
+
+bool EngineCore::poll_async_event(AsyncEventRecord *ev) noexcept {
+  if (async_head_ == async_tail_) return false;
+  *ev = async_[async_tail_ % kAsyncCap];
+  ++async_tail_;
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Completions
+
+namespace {
+constexpr WcOpcode wc_opcode(WrOpcode op) noexcept {
+  switch (op) {
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm:
+      return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead:
+      return WcOpcode::kRdmaRead;
+    case WrOpcode::kAtomicCmpAndSwp:
+      return WcOpcode::kCompSwap;
+    case WrOpcode::kAtomicFetchAndAdd:
+      return WcOpcode::kFetchAdd;
+    case WrOpcode::kLocalInv:
+      return WcOpcode::kLocalInv;
+    case WrOpcode::kBindMw:
+      return WcOpcode::kBindMw;
+    default:
+      return WcOpcode::kSend;
+  }
+}
+}  // namespace
+
+void EngineCore::complete_send(Qp &qp, SendWqe &w, WcStatus st) noexcept {
+  w.state = WqeState::kDone;
+  // Errors always complete; successes only when signalled (IBTA 10.8.6, o10-9).
+  if (st == WcStatus::kSuccess && !qp.sq_sig_all && !(w.flags & kSendSignaled)) return;
+  Wc wc;
+  wc.wr_id = w.wr_id;
+  wc.status = st;
+  wc.opcode = wc_opcode(w.opcode);
+  wc.byte_len = w.length;
+  wc.qp_num = qp.qpn;
+  wc.pkey_index = qp.pkey_index;
+  if (!cqs_[qp.send_cq - 1].push(wc, false)) {
+    ++ctr_.cq_overflows;
+    push_async(AsyncEvent::kCqErr, qp.send_cq);
+  }
+}
+
+void EngineCore::push_recv_wc(Qp &qp, const Wc &wc, bool solicited) noexcept {
+  if (!cqs_[qp.recv_cq - 1].push(wc, solicited)) {
+    ++ctr_.cq_overflows;
+    push_async(AsyncEvent::kCqErr, qp.recv_cq);
+  }
+}
+
+void EngineCore::flush_send_queue(Qp &qp) noexcept {
+  for (uint32_t c = qp.sq.tail(); c != qp.sq.head(); ++c) {
+    complete_send(qp, qp.sq.at(c), WcStatus::kWrFlushErr);
+    qp.sq.pop();
+  }
+  qp.req_idx = qp.sq.head();
+  qp.rd_atomic_out = 0;
+}
+
+void EngineCore::flush_recv_queue(Qp &qp) noexcept {
+  Wc wc;
+  wc.status = WcStatus::kWrFlushErr;
+  wc.opcode = WcOpcode::kRecv;
+  wc.qp_num = qp.qpn;
+  if (qp.resp_has_wqe) {
+    wc.wr_id = qp.resp_wqe.wr_id;
+    push_recv_wc(qp, wc, false);
+    qp.resp_has_wqe = false;
+  }
+  if (qp.srq == 0) {
+    while (!qp.rq.empty()) {
+      wc.wr_id = qp.rq.front().wr_id;
+      push_recv_wc(qp, wc, false);
+      qp.rq.pop();
+    }
+  }
+}
+
+void EngineCore::enter_error(Qp &qp) noexcept {
+  if (qp.state == QpState::kErr) return;
+  qp.state = QpState::kErr;
+  wheel_.cancel(&qp.retrans_timer);
+  wheel_.cancel(&qp.rnr_timer);
+  qp.rnr_wait = false;
+  flush_send_queue(qp);
+  flush_recv_queue(qp);
+  qp.acks.clear();
+  qp.resp_in_msg = false;
+  qp.cnp_pending = false;
+  if (qp.srq) push_async(AsyncEvent::kQpLastWqeReached, qp.qpn);
+  if (qp.fatal_nak_pending)
+    activate(qp);
+  else
+    deactivate(qp);
+}
+
+void EngineCore::enter_sqe(Qp &qp) noexcept {
+  qp.state = QpState::kSqe;
+  flush_send_queue(qp);
+}
+
+bool EngineCore::take_recv_wqe(Qp &qp) noexcept {
+  RecvQueue *rq;
+  SharedRecvQueue *s = nullptr;
+  if (qp.srq) {
+    s = &srqs_[qp.srq - 1];
+    rq = &s->rq;
+  } else {
+    rq = &qp.rq;
+  }
+  if (rq->empty()) return false;
+  qp.resp_wqe = rq->front();
+  if (qp.resp_wqe.num_sge)
+    std::memcpy(qp.resp_sge.get(), rq->front_sges(), qp.resp_wqe.num_sge * sizeof(Sge));
+  rq->pop();
+  qp.resp_has_wqe = true;
+  qp.resp_off = 0;
+  if (s && s->limit && rq->count() < s->limit) {
+    s->limit = 0;  // one event per arming
+    push_async(AsyncEvent::kSrqLimitReached, qp.srq);
+  }
+  return true;
+}
+
+bool EngineCore::place_recv(Qp &qp, uint32_t off, const uint8_t *src, uint32_t len,
+                            WcStatus *st) noexcept {
+  if (len == 0) return true;
+  if (off > qp.resp_wqe.length || len > qp.resp_wqe.length - off) {
+    *st = WcStatus::kLocLenErr;
+    return false;
+  }
+  const uint32_t pd = qp.srq ? srqs_[qp.srq - 1].pd : qp.pd;
+  for (uint32_t i = 0; i < qp.resp_wqe.num_sge && len; ++i) {
+    const Sge &s = qp.resp_sge[i];
+    if (off >= s.length) {
+      off -= s.length;
+      continue;
+    }
+    const uint32_t n = s.length - off < len ? s.length - off : len;
+    uint8_t *host = nullptr;
+    if (mrs_.check(s.lkey, pd, s.addr + off, n, kAccessLocalWrite, &host) != MrCheck::kOk) {
+      *st = WcStatus::kLocProtErr;
+      return false;
+    }
+    std::memcpy(host, src, n);
+    src += n;
+    len -= n;
+    off = 0;
+  }
+  return true;
+}
+
+bool EngineCore::gather_send(Qp &qp, uint32_t idx, uint32_t off, uint8_t *dst,
+                             uint32_t len) noexcept {
+  if (len == 0) return true;
+  const SendWqe &w = qp.sq.at(idx);
+  if (w.flags & kSendInline) {
+    std::memcpy(dst, qp.sq.inl(idx) + off, len);
+    return true;
+  }
+  const Sge *sg = qp.sq.sges(idx);
+  for (uint32_t i = 0; i < w.num_sge && len; ++i) {
+    if (off >= sg[i].length) {
+      off -= sg[i].length;
+      continue;
+    }
+    const uint32_t n = sg[i].length - off < len ? sg[i].length - off : len;
+    uint8_t *host = nullptr;
+    if (mrs_.check(sg[i].lkey, qp.pd, sg[i].addr + off, n, 0, &host) != MrCheck::kOk) return false;
+    std::memcpy(dst, host, n);
+    dst += n;
+    len -= n;
+    off = 0;
+  }
+  return len == 0;
+}
+
+bool EngineCore::scatter_send(Qp &qp, uint32_t idx, uint32_t off, const uint8_t *src,
+                              uint32_t len) noexcept {
+  if (len == 0) return true;
+  const SendWqe &w = qp.sq.at(idx);
+  const Sge *sg = qp.sq.sges(idx);
+  for (uint32_t i = 0; i < w.num_sge && len; ++i) {
+    if (off >= sg[i].length) {
+      off -= sg[i].length;
+      continue;
+    }
+    const uint32_t n = sg[i].length - off < len ? sg[i].length - off : len;
+    uint8_t *host = nullptr;
+    if (mrs_.check(sg[i].lkey, qp.pd, sg[i].addr + off, n, kAccessLocalWrite, &host) !=
+        MrCheck::kOk)
+      return false;
+    std::memcpy(host, src, n);
+    src += n;
+    len -= n;
+    off = 0;
+  }
+  return len == 0;
+}
+
+WcStatus EngineCore::check_local_sges(Qp &qp, uint32_t idx) noexcept {
+  const SendWqe &w = qp.sq.at(idx);
+  if (w.flags & kSendInline) return WcStatus::kSuccess;
+  const bool writes = w.opcode == WrOpcode::kRdmaRead || w.opcode == WrOpcode::kAtomicCmpAndSwp ||
+                      w.opcode == WrOpcode::kAtomicFetchAndAdd;
+  const Sge *sg = qp.sq.sges(idx);
+  for (uint32_t i = 0; i < w.num_sge; ++i) {
+    if (sg[i].length == 0) continue;
+    uint8_t *host = nullptr;
+    if (mrs_.check(sg[i].lkey, qp.pd, sg[i].addr, sg[i].length, writes ? uint32_t{kAccessLocalWrite} : 0u,
+                   &host) != MrCheck::kOk)
+      return WcStatus::kLocProtErr;
+  }
+  return WcStatus::kSuccess;
+}
+
+uint32_t EngineCore::credits_code(const Qp &qp) const noexcept {
+  if (qp.srq) return aeth::kCreditsUnlimited;  // IBTA 10.2.9.5: SRQ QPs send "invalid" credits
+  return aeth::credit_code(qp.rq.count());
+}
+
+}  // namespace uroce::transport

@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// EngineCore: everything of the transport engine that does not transmit.
+//
+// It owns the fixed-capacity tables (PDs, MRs, CQs, SRQs, AHs, QPs), the control plane
+// (create / modify / destroy), the posting and polling verbs, the timing wheel, the active list
+// of QPs that have work, and the two receive-side roles that only consume packets:
+//   responder_rx (resp.cc)  request packets -> placement, receive CQEs, queued responses
+//   completer_rx (comp.cc)  response packets -> send CQEs, retries (go-back-N), RNR waits
+// Engine<Port, Clock> (engine.h) derives from it and adds what needs the port: rx routing
+// (recv.h), the requester (req.h) and response transmission (resp_tx.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "transport/cq.h"
+#include "transport/mr.h"
+#include "transport/qp.h"
+#include "transport/timer.h"
+#include "transport/verbs_types.h"
+#include "transport/wq.h"
+#include "wire/packet.h"
+#include "wire/psn.h"
+
+namespace uroce::transport {
+
+// Congestion-control hooks (DCQCN plugs in here). Called on the engine's thread; may be null.
+struct CcHooks {
+  void *ctx = nullptr;
+  // A data packet arrived with CE set for `qpn` (the notification point saw congestion).
+  void (*on_ce)(void *ctx, uint32_t qpn, uint64_t now_ns) = nullptr;
+  // A CNP was sent for / received by `qpn` (the reaction point should cut its rate).
+  void (*on_cnp_sent)(void *ctx, uint32_t qpn, uint64_t now_ns) = nullptr;
+  void (*on_cnp_received)(void *ctx, uint32_t qpn, uint64_t now_ns) = nullptr;
+};
+
+struct EngineConfig {
+  uint32_t max_qp = 256;
+  uint32_t max_mr = 1024;
+  uint32_t max_pd = 64;
+  uint32_t max_cq = 256;
+  uint32_t max_srq = 64;
+  uint32_t max_ah = 256;
+  uint32_t max_cqe = 1u << 16;
+  uint32_t qpn_base = 0x11;           // first QPN (rxe starts at 17 as well)
+  uint64_t seed = 1;                  // key tags
+  bool ecn = false;                   // mark data packets ECT(0)
+  uint64_t cnp_interval_ns = 50'000;  // at most one CNP per QP per interval (DCQCN NP)
+  uint32_t tx_budget = 16;            // packets a QP may send per poll (fairness)
+  uint32_t max_inflight_psn = 256;    // requester window: unacknowledged PSNs
+  uint32_t ack_req_every = 64;        // set AckReq at least every N packets of a long message
+  uint64_t timer_tick_ns = 1024;
+  CcHooks hooks;
+};
+
+enum class DropReason : uint8_t {
+  kParse = 0,    // lib/wire rejected the frame (see parse_errors)
+  kNoQp,         // destination QPN unknown
+  kQpState,      // QP not in a state that receives
+  kOpcode,       // opcode not valid for the QP's transport
+  kAddress,      // source / destination GID do not match the connection
+  kPkey,         // P_Key not in our partition
+  kQkey,         // UD Q_Key mismatch
+  kSequence,     // PSN out of sequence (UC) or beyond ePSN (RC, after the one NAK)
+  kDuplicate,    // duplicate without a resource to answer it
+  kResource,     // UD/UC: no receive WQE; or response queue full
+  kBadResponse,  // response that matches nothing outstanding
+  kLength,       // UD/UC length errors
+  kCount
+};
+
+struct EngineCounters {
+  uint64_t rx_pkts = 0, tx_pkts = 0;
+  uint64_t tx_backpressure = 0;  // tx_alloc returned no buffer
+  uint64_t drops[static_cast<size_t>(DropReason::kCount)] = {};
+  uint64_t parse_errors[static_cast<size_t>(wire::ParseError::kCount)] = {};
+  uint64_t acks_coalesced = 0;
+  uint64_t cq_overflows = 0;
+  uint64_t drop(DropReason r) const noexcept { return drops[static_cast<size_t>(r)]; }
+};
+
+struct AsyncEventRecord {
+  AsyncEvent type = AsyncEvent::kQpFatal;
+  uint32_t handle = 0;  // QPN, CQ or SRQ handle
+};
+
+class EngineCore {
+ public:
+  explicit EngineCore(const EngineConfig &cfg);
+  ~EngineCore();
+  EngineCore(const EngineCore &) = delete;
+  EngineCore &operator=(const EngineCore &) = delete;
+
+  // ---- objects (control plane: may allocate, never on the data path) ----
+  // Handles are >= 1; 0 means failure (table full / bad argument).
+  uint32_t create_pd() noexcept { return pds_.alloc(); }
+  int dealloc_pd(uint32_t pd) noexcept { return pds_.dealloc(pd); }
+  // 0 / EINVAL / ENOMEM. lkey == rkey.
+  int reg_mr(uint32_t pd, void *host, uint64_t app_va, uint64_t len, uint32_t access,
+             uint32_t *lkey, uint32_t *rkey) noexcept;
+  int dereg_mr(uint32_t lkey) noexcept;
+  uint32_t create_cq(uint32_t depth);
+  int destroy_cq(uint32_t cq) noexcept;  // EBUSY while a QP uses it
+  uint32_t create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge);
+  int modify_srq(uint32_t srq, uint32_t srq_limit) noexcept;  // arms the limit event
+  int destroy_srq(uint32_t srq) noexcept;
+  uint32_t create_ah(uint32_t pd, const AhAttr &attr) noexcept;
+  int destroy_ah(uint32_t ah) noexcept;
+  // Returns the QPN (>= qpn_base) or 0 (EINVAL-class argument error / table full).
+  uint32_t create_qp(const QpInitAttr &init);
+  int modify_qp(uint32_t qpn, const QpAttr &attr, uint32_t mask) noexcept;
+  int query_qp(uint32_t qpn, QpAttr *attr, QpInitAttr *init) const noexcept;
+  int destroy_qp(uint32_t qpn) noexcept;
+
+  // ---- data path ----
+  // 0, EINVAL (bad WR or QP state), ENOMEM (queue full).
+  int post_send(uint32_t qpn, const SendWr &wr) noexcept;
+  int post_recv(uint32_t qpn, const RecvWr &wr) noexcept;
+  int post_srq_recv(uint32_t srq, const RecvWr &wr) noexcept;
+  uint32_t poll_cq(uint32_t cq, Wc *wc, uint32_t n) noexcept;
+  int req_notify_cq(uint32_t cq, bool solicited_only) noexcept;
+  uint32_t cq_events(uint32_t cq) noexcept;  // completion events since the last call
+  bool poll_async_event(AsyncEventRecord *ev) noexcept;
+
+  // ---- introspection ----
+  const EngineCounters &counters() const noexcept { return ctr_; }
+  const QpCounters *qp_counters(uint32_t qpn) const noexcept {
+    const Qp *q = find_qp(qpn);
+    return q ? &q->stats : nullptr;
+  }
+  uint32_t srq_count(uint32_t srq) const noexcept {
+    return valid_srq(srq) ? srqs_[srq - 1].rq.count() : 0;
+  }
+  uint32_t active_qps() const noexcept { return active_count_; }
+  // Earliest time a timer may fire (UINT64_MAX if none): lets a test advance its fake clock.
+  uint64_t next_timer_ns() const noexcept { return wheel_.next_expiry_hint(); }
+  // Bytes a QP with this init attr occupies while idle (tables + its queues).
+  static size_t qp_footprint(const QpInitAttr &init) noexcept;
+  const EngineConfig &config() const noexcept { return cfg_; }
+
+ protected:
+  // ---- helpers shared by the roles ----
+  Qp *find_qp(uint32_t qpn) noexcept {
+    const uint32_t i = qpn - cfg_.qpn_base;
+    if (i >= cfg_.max_qp || !qps_[i].in_use) return nullptr;
+    return &qps_[i];
+  }
+  const Qp *find_qp(uint32_t qpn) const noexcept {
+    const uint32_t i = qpn - cfg_.qpn_base;
+    if (i >= cfg_.max_qp || !qps_[i].in_use) return nullptr;
+    return &qps_[i];
+  }
+  bool valid_cq(uint32_t cq) const noexcept {
+    return cq >= 1 && cq <= cfg_.max_cq && cqs_[cq - 1].in_use();
+  }
+  bool valid_srq(uint32_t s) const noexcept {
+    return s >= 1 && s <= cfg_.max_srq && srqs_[s - 1].in_use;
+  }
+  const wire::PathInfo *ah_path(uint32_t ah, uint32_t pd) const noexcept {
+    if (ah < 1 || ah > cfg_.max_ah || !ahs_[ah - 1].in_use || ahs_[ah - 1].pd != pd) return nullptr;
+    return &ahs_[ah - 1].attr.path;
+  }
+
+  void activate(Qp &qp) noexcept {
+    if (qp.active) return;
+    qp.active = true;
+    qp.act_prev = nullptr;
+    qp.act_next = act_head_;
+    if (act_head_) act_head_->act_prev = &qp;
+    act_head_ = &qp;
+    ++active_count_;
+  }
+  void deactivate(Qp &qp) noexcept {
+    if (!qp.active) return;
+    if (qp.act_prev)
+      qp.act_prev->act_next = qp.act_next;
+    else
+      act_head_ = qp.act_next;
+    if (qp.act_next) qp.act_next->act_prev = qp.act_prev;
+    qp.act_next = qp.act_prev = nullptr;
+    qp.active = false;
+    --active_count_;
+  }
+
+  void push_async(AsyncEvent type, uint32_t handle) noexcept;
+  void complete_send(Qp &qp, SendWqe &w, WcStatus st) noexcept;
+  void push_recv_wc(Qp &qp, const Wc &wc, bool solicited) noexcept;
+  // ERR: cancel timers, flush both queues with IBV_WC_WR_FLUSH_ERR.
+  void enter_error(Qp &qp) noexcept;
+  // SQE (UC/UD send error): flush the send queue only.
+  void enter_sqe(Qp &qp) noexcept;
+  void flush_send_queue(Qp &qp) noexcept;
+  void flush_recv_queue(Qp &qp) noexcept;
+  // Takes the next receive WQE (RQ or SRQ) into qp.resp_wqe. False when there is none.
+  bool take_recv_wqe(Qp &qp) noexcept;
+  // Copies `len` bytes to the receive WQE at byte offset `off`; false on an SGE key / bounds /
+  // length error (LOC_PROT_ERR or LOC_LEN_ERR through *st).
+  bool place_recv(Qp &qp, uint32_t off, const uint8_t *src, uint32_t len, WcStatus *st) noexcept;
+  // Scatter / gather over a send WQE's SGEs at byte offset `off` (inline data: the SQ buffer).
+  bool gather_send(Qp &qp, uint32_t idx, uint32_t off, uint8_t *dst, uint32_t len) noexcept;
+  bool scatter_send(Qp &qp, uint32_t idx, uint32_t off, const uint8_t *src, uint32_t len) noexcept;
+  // Verifies every SGE of a WQE against the MR table (local access).
+  WcStatus check_local_sges(Qp &qp, uint32_t idx) noexcept;
+
+  // ---- responder (resp.cc) ----
+  void responder_rx(Qp &qp, const wire::ParsedPacket &p) noexcept;
+  void resp_fatal(Qp &qp, aeth::NakCode code, WcStatus recv_status, uint32_t psn) noexcept;
+
+  // ---- completer and retries (comp.cc) ----
+  void completer_rx(Qp &qp, const wire::ParsedPacket &p) noexcept;
+  void on_timer(TimerNode *t) noexcept;
+  void retransmit_timeout(Qp &qp) noexcept;
+  void rnr_timer_expired(Qp &qp) noexcept;
+  // Go-back-N: the requester resends from comp_psn.
+  void req_rewind(Qp &qp) noexcept;
+  void arm_retransmit(Qp &qp) noexcept;
+  bool progress_made(Qp &qp, uint32_t old_comp_psn) noexcept;
+
+  // Sets or cancels the retransmit timer after the requester sent (or the completer acked).
+  void update_retransmit_timer(Qp &qp) noexcept {
+    if (qp.type != QpType::kRc) return;
+    if (wire::psn_diff(qp.req_psn, qp.comp_psn) > 0 && !qp.rnr_wait) {
+      if (!qp.retrans_timer.armed()) arm_retransmit(qp);
+    } else {
+      wheel_.cancel(&qp.retrans_timer);
+    }
+  }
+
+  uint32_t credits_code(const Qp &qp) const noexcept;
+
+  EngineConfig cfg_;
+  EngineCounters ctr_;
+  uint64_t now_ = 0;  // time of the current poll / rx (set by Engine)
+  TimerWheel wheel_;
+  PdTable pds_;
+  MrTable mrs_;
+  std::unique_ptr<CompletionQueue[]> cqs_;
+  std::unique_ptr<SharedRecvQueue[]> srqs_;
+  struct Ah {
+    bool in_use = false;
+    uint32_t pd = 0;
+    AhAttr attr;
+  };
+  std::unique_ptr<Ah[]> ahs_;
+  std::unique_ptr<Qp[]> qps_;
+  Qp *act_head_ = nullptr;
+  uint32_t active_count_ = 0;
+  static constexpr uint32_t kAsyncCap = 256;
+  AsyncEventRecord async_[kAsyncCap];
+  uint32_t async_head_ = 0, async_tail_ = 0;
+  uint16_t ip_id_ = 0;
+};
+
+}  // namespace uroce::transport

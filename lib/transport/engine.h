@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The transport engine: EngineCore (tables, control plane, responder, completer) plus what
+// needs the packet port, as a template over the port and the clock (no virtual call per
+// packet):
+//   recv.h     rx(): parse with lib/wire, header checks, routing to responder / completer
+//   req.h      the requester: send WQEs -> request packets
+//   resp_tx.h  the responder's transmit side: queued ACK / NAK / READ responses / atomic ACKs,
+//              CNPs
+// poll() runs timers and then every QP on the active list, and nothing else: idle QPs cost
+// nothing.
+#pragma once
+
+#include <cstdint>
+
+#include "transport/core.h"
+#include "transport/port.h"
+#include "wire/packet.h"
+
+namespace uroce::transport {
+
+template <TxPort Port, Clock Clk>
+class Engine : public EngineCore {
+ public:
+  Engine(Port &port, const Clk &clock, const EngineConfig &cfg = EngineConfig{})
+      : EngineCore(cfg), port_(port), clock_(clock) {}
+
+  // Handles one received frame (the engine does not keep the pointer).
+  void rx(const uint8_t *frame, uint32_t len) noexcept;
+
+  // Expires timers, then lets each active QP send (responses first, then requests), at most
+  // cfg.tx_budget packets each. Returns the number of packets sent.
+  uint32_t poll() noexcept;
+
+ private:
+  // recv.h
+  void rx_cnp(Qp &qp) noexcept;
+  void note_ce(Qp &qp) noexcept;
+  // req.h
+  uint32_t run_requester(Qp &qp, uint32_t budget, bool *blocked_by_port) noexcept;
+  // resp_tx.h
+  uint32_t run_responses(Qp &qp, uint32_t budget, bool *blocked_by_port) noexcept;
+  bool send_ack(Qp &qp, uint8_t syndrome, uint32_t psn, uint32_t msn) noexcept;
+  bool send_cnp(Qp &qp) noexcept;
+
+  // Builds and commits one frame; payload is written by `fill(dst)` (returns false to abort).
+  template <class Fill>
+  int tx_frame(const wire::PacketDesc &d, Fill &&fill) noexcept;
+
+  Port &port_;
+  const Clk &clock_;
+};
+
+// tx_frame results
+inline constexpr int kTxOk = 0;
+inline constexpr int kTxNoBuffer = 1;  // back-pressure: try again on a later poll
+inline constexpr int kTxBuildError = 2;
+inline constexpr int kTxFillError = 3;
+
+template <TxPort Port, Clock Clk>
+template <class Fill>
+int Engine<Port, Clk>::tx_frame(const wire::PacketDesc &d, Fill &&fill) noexcept {
+  TxBuf b = port_.tx_alloc();
+  if (b.data == nullptr) {
+    ++ctr_.tx_backpressure;
+    return kTxNoBuffer;
+  }
+  const wire::BuildResult r = wire::build_headers(b.data, b.cap, d);
+  if (!r.ok()) {
+    port_.tx_abort(b);
+    return kTxBuildError;
+  }
+  if (!fill(b.data + r.payload_off)) {
+    port_.tx_abort(b);
+    return kTxFillError;
+  }
+  wire::finalize_frame(b.data, r);
+  port_.tx_commit(b, r.frame_len);
+  ++ctr_.tx_pkts;
+  return kTxOk;
+}
+
+template <TxPort Port, Clock Clk>
+uint32_t Engine<Port, Clk>::poll() noexcept {
+  now_ = clock_.now_ns();
+  wheel_.advance(now_, [this](TimerNode *t) { on_timer(t); });
+  uint32_t sent = 0;
+  Qp *q = act_head_;
+  while (q) {
+    Qp *next = q->act_next;
+    bool port_full = false;
+    const uint32_t budget = cfg_.tx_budget;
+    uint32_t n = run_responses(*q, budget, &port_full);
+    if (!port_full && n < budget) n += run_requester(*q, budget - n, &port_full);
+    sent += n;
+    // Keep the QP on the list only while it still has something it can do now.
+    const bool more_resp = !q->acks.empty() || q->fatal_nak_pending || q->cnp_pending;
+    const bool more_req =
+        q->state == QpState::kRts && !q->rnr_wait && q->has_send_work() && n >= budget;
+    if (port_full) break;  // stays active; the port has no buffer for anyone now
+    if (!more_resp && !more_req) deactivate(*q);
+    q = next;
+  }
+  return sent;
+}
+
+}  // namespace uroce::transport
+
+#include "transport/recv.h"
+#include "transport/req.h"
+#include "transport/resp_tx.h"

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Protection domains and memory regions: every key check on a local SGE or a remote
+// (rkey, va, length) triple happens here, before any byte moves.
+//
+// Keys: lkey == rkey = index << 8 | tag. The 8-bit tag is drawn from a seeded generator each
+// time a slot is (re)used and always differs from the slot's previous tag, so a key kept after
+// dereg_mr never matches the slot's next region. Bounds checks are written so that no
+// intermediate value can overflow: va >= mr.va && len <= mr.len && va - mr.va <= mr.len - len.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "transport/verbs_types.h"
+
+namespace uroce::transport {
+
+enum class MrCheck : uint8_t {
+  kOk = 0,
+  kBadKey,       // no such region, stale tag, or invalidated
+  kWrongPd,      // region belongs to another protection domain
+  kNoAccess,     // region lacks the access flag the operation needs
+  kOutOfBounds,  // [va, va + len) is not inside the region
+};
+
+const char *mr_check_str(MrCheck c) noexcept;
+
+struct MemoryRegion {
+  enum class State : uint8_t { kFree = 0, kValid, kInvalid };
+  uint8_t *host = nullptr;  // where app_va maps in this process
+  uint64_t va = 0;          // the application's address of the first byte
+  uint64_t length = 0;
+  uint32_t access = 0;
+  uint32_t pd = 0;
+  uint32_t key = 0;
+  State state = State::kFree;
+};
+
+class PdTable {
+ public:
+  explicit PdTable(uint32_t capacity);
+  // Returns a handle >= 1, or 0 when the table is full.
+  uint32_t alloc() noexcept;
+  // 0, EINVAL (no such PD) or EBUSY (objects still use it).
+  int dealloc(uint32_t pd) noexcept;
+  bool valid(uint32_t pd) const noexcept { return pd >= 1 && pd <= cap_ && used_[pd - 1] != 0; }
+  void ref(uint32_t pd) noexcept { ++used_[pd - 1]; }
+  void unref(uint32_t pd) noexcept { --used_[pd - 1]; }
+
+ private:
+  uint32_t cap_;
+  std::unique_ptr<uint32_t[]> used_;  // 0 free, else 1 + number of users
+};
+
+class MrTable {
+ public:
+  MrTable(uint32_t capacity, uint64_t seed);
+
+  // Registers [va, va + len) of the application, reachable at `host` here. Returns 0, EINVAL
+  // (bad flags: remote write/atomic without local write, length 0 or va + len overflowing) or
+  // ENOMEM (table full). The key is written to *key (lkey == rkey).
+  int reg(uint32_t pd, uint8_t *host, uint64_t va, uint64_t len, uint32_t access,
+          uint32_t *key) noexcept;
+  // 0 or EINVAL (unknown key). Returns the region's PD through *pd_out for refcounting.
+  int dereg(uint32_t key, uint32_t *pd_out) noexcept;
+  // Remote invalidation (SEND_WITH_INV): the region stops matching its rkey. 0 or EINVAL.
+  int invalidate(uint32_t key, uint32_t pd) noexcept;
+
+  // The fast-path check. On kOk, *host points at the byte for `va`.
+  MrCheck check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t need,
+                uint8_t **host) const noexcept {
+    const uint32_t idx = key >> 8;
+    if (idx >= cap_) return MrCheck::kBadKey;
+    const MemoryRegion &m = mr_[idx];
+    if (m.state != MemoryRegion::State::kValid || m.key != key) return MrCheck::kBadKey;
+    if (m.pd != pd) return MrCheck::kWrongPd;
+    if ((m.access & need) != need) return MrCheck::kNoAccess;
+    if (va < m.va || len > m.length || va - m.va > m.length - len) return MrCheck::kOutOfBounds;
+    *host = m.host + (va - m.va);
+    return MrCheck::kOk;
+  }
+
+  const MemoryRegion *find(uint32_t key) const noexcept {
+    const uint32_t idx = key >> 8;
+    if (idx >= cap_ || mr_[idx].key != key || mr_[idx].state == MemoryRegion::State::kFree)
+      return nullptr;
+    return &mr_[idx];
+  }
+  uint32_t in_use() const noexcept { return in_use_; }
+
+ private:
+  uint8_t next_tag(uint8_t old) noexcept;
+
+  uint32_t cap_;
+  uint32_t in_use_ = 0;
+  uint64_t rng_;
+  std::unique_ptr<MemoryRegion[]> mr_;
+};
+
+}  // namespace uroce::transport

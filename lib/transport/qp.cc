@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// QP lifecycle (create / modify / query / destroy) and the posting verbs. The transition rules
+// themselves are in qp_state.cc.
+#include <cerrno>
+#include <cstring>
+
+#include "transport/core.h"
+#include "transport/qp_state.h"
+#include "wire/psn.h"
+
+namespace uroce::transport {
+
+namespace {
+
+// rxe's choice of UDP source port: 0xC000 + a 14-bit multiplicative hash of the QPN, so that
+// ECMP / RSS spread QPs (Annex A17.3.1 leaves the source port to the sender).
+constexpr uint16_t entropy_port(uint32_t qpn) noexcept {
+  return static_cast<uint16_t>(0xC000 | (((qpn * 0x61C88647u) >> (32 - 14)) & 0x3FFF));
+}
+
+bool opcode_allowed(QpType t, WrOpcode op) noexcept {
+  switch (op) {
+    case WrOpcode::kSend:
+    case WrOpcode::kSendWithImm:
+      return true;
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm:
+      return t != QpType::kUd;
+    case WrOpcode::kRdmaRead:
+    case WrOpcode::kAtomicCmpAndSwp:
+    case WrOpcode::kAtomicFetchAndAdd:
+    case WrOpcode::kSendWithInv:
+      return t == QpType::kRc;
+    default:
+      return false;  // LOCAL_INV / BIND_MW: memory windows are not supported
+  }
+}
+
+}  // namespace
+
+size_t EngineCore::qp_footprint(const QpInitAttr &init) noexcept {
+  const uint32_t sq = round_pow2(init.cap.max_send_wr ? init.cap.max_send_wr : 1);
+  const uint32_t rq = init.srq ? 0 : round_pow2(init.cap.max_recv_wr ? init.cap.max_recv_wr : 1);
+  const uint32_t ssge = init.cap.max_send_sge ? init.cap.max_send_sge : 1;
+  const uint32_t rsge = init.cap.max_recv_sge ? init.cap.max_recv_sge : 1;
+  return sizeof(Qp) +
+         size_t{sq} * (sizeof(SendWqe) + ssge * sizeof(Sge) + init.cap.max_inline_data) +
+         (rq ? size_t{rq} * (sizeof(RecvWqe) + rsge * sizeof(Sge)) : 0) + rsge * sizeof(Sge);
+}
+
+uint32_t EngineCore::create_qp(const QpInitAttr &init) {
+  if (init.qp_type != QpType::kRc && init.qp_type != QpType::kUc && init.qp_type != QpType::kUd)
+    return 0;
+  if (!pds_.valid(init.pd) || !valid_cq(init.send_cq) || !valid_cq(init.recv_cq)) return 0;
+  if (init.srq && (!valid_srq(init.srq) || init.qp_type == QpType::kUc)) return 0;
+  const QpCap &c = init.cap;
+  if (c.max_send_wr > kMaxWr || c.max_recv_wr > kMaxWr || c.max_send_sge > kMaxSge ||
+      c.max_recv_sge > kMaxSge || c.max_inline_data > kMaxInline)
+    return 0;
+  if (c.max_send_wr == 0 && c.max_recv_wr == 0 && init.srq == 0) return 0;
+  for (uint32_t i = 0; i < cfg_.max_qp; ++i) {
+    Qp &q = qps_[i];
+    if (q.in_use) continue;
+    // Reset every field but the fixed identity (timers are disarmed when a QP is destroyed).
+    q.~Qp();
+    new (&q) Qp();
+    q.index = i;
+    q.retrans_timer.qp_index = i;
+    q.retrans_timer.kind = kTimerRetransmit;
+    q.rnr_timer.qp_index = i;
+    q.rnr_timer.kind = kTimerRnr;
+    q.in_use = true;
+    q.qpn = cfg_.qpn_base + i;
+    q.type = init.qp_type;
+    q.state = QpState::kReset;
+    q.pd = init.pd;
+    q.send_cq = init.send_cq;
+    q.recv_cq = init.recv_cq;
+    q.srq = init.srq;
+    q.sq_sig_all = init.sq_sig_all;
+    q.cap = c;
+    if (q.cap.max_send_sge == 0) q.cap.max_send_sge = 1;
+    if (q.cap.max_recv_sge == 0) q.cap.max_recv_sge = 1;
+    q.udp_sport = entropy_port(q.qpn);
+    q.path.udp_sport = q.udp_sport;
+    if (q.type == QpType::kUd) {
+      q.mtu_enum = Mtu::k4096;
+      q.mtu = 4096;
+      q.mtu_shift = 12;
+    }
+    q.sq.init(c.max_send_wr, q.cap.max_send_sge, c.max_inline_data);
+    if (!q.srq) q.rq.init(c.max_recv_wr, q.cap.max_recv_sge);
+    q.resp_sge_cap = q.srq ? srqs_[q.srq - 1].rq.max_sge() : q.cap.max_recv_sge;
+    q.resp_sge.reset(new Sge[q.resp_sge_cap]);
+    pds_.ref(q.pd);
+    ++cqs_[q.send_cq - 1].refs;
+    ++cqs_[q.recv_cq - 1].refs;
+    if (q.srq) ++srqs_[q.srq - 1].refs;
+    return q.qpn;
+  }
+  return 0;
+}
+
+int EngineCore::destroy_qp(uint32_t qpn) noexcept {
+  Qp *q = find_qp(qpn);
+  if (!q) return EINVAL;
+  wheel_.cancel(&q->retrans_timer);
+  wheel_.cancel(&q->rnr_timer);
+  deactivate(*q);
+  pds_.unref(q->pd);
+  --cqs_[q->send_cq - 1].refs;
+  --cqs_[q->recv_cq - 1].refs;
+  if (q->srq) --srqs_[q->srq - 1].refs;
+  q->sq.release();
+  q->rq.release();
+  q->resp_sge.reset();
+  q->in_use = false;
+  return 0;
+}
+
+int EngineCore::modify_qp(uint32_t qpn, const QpAttr &attr, uint32_t mask) noexcept {
+  Qp *qp = find_qp(qpn);
+  if (!qp) return EINVAL;
+  Qp &q = *qp;
+  QpState next = q.state;
+  if (const int rc = qp_check_modify(q.type, q.state, attr, mask, &next)) return rc;
+  if ((mask & kQpMaxDestRdAtomic) && attr.max_dest_rd_atomic > kMaxRdAtomic) return EINVAL;
+
+  // Attributes first, then the state change (as rxe_qp_from_attr).
+  if (mask & kQpAccessFlags) q.access = attr.qp_access_flags;
+  if (mask & kQpPkeyIndex) q.pkey_index = attr.pkey_index;
+  if (mask & kQpQkey) q.qkey = attr.qkey;
+  if (mask & kQpAv) {
+    q.path = attr.ah;
+    q.path.udp_sport = q.udp_sport;
+  }
+  if (mask & kQpPathMtu) {
+    q.mtu_enum = attr.path_mtu;
+    q.mtu = mtu_bytes(attr.path_mtu);
+    q.mtu_shift = 7 + static_cast<uint32_t>(attr.path_mtu);
+  }
+  if (mask & kQpTimeout) q.timeout = attr.timeout;
+  if (mask & kQpRetryCnt) {
+    q.retry_cnt = attr.retry_cnt;
+    q.retry_left = attr.retry_cnt;
+  }
+  if (mask & kQpRnrRetry) {
+    q.rnr_retry = attr.rnr_retry;
+    q.rnr_left = attr.rnr_retry;
+  }
+  if (mask & kQpMinRnrTimer) q.min_rnr_timer = attr.min_rnr_timer;
+  if (mask & kQpMaxQpRdAtomic) q.max_rd_atomic = attr.max_rd_atomic;
+  if (mask & kQpMaxDestRdAtomic) q.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+  if (mask & kQpDestQpn) q.dest_qpn = attr.dest_qp_num;
+  if (mask & kQpPathMigState) q.path_mig_state = attr.path_mig_state;
+  if (mask & kQpEnSqdAsyncNotify) q.en_sqd_async_notify = attr.en_sqd_async_notify;
+  if (mask & kQpRqPsn) {
+    q.rq_psn = attr.rq_psn & wire::kPsnMask;
+    q.resp_psn = q.rq_psn;
+  }
+  if (mask & kQpSqPsn) {
+    q.sq_psn = attr.sq_psn & wire::kPsnMask;
+    q.req_psn = q.comp_psn = q.sq_psn;
+  }
+
+  if (!(mask & kQpState) || next == q.state) {
+    if (q.state == QpState::kRts && q.has_send_work()) activate(q);
+    return 0;
+  }
+  const QpState prev = q.state;
+  switch (next) {
+    case QpState::kReset: {
+      // Back to a blank QP: WQEs are discarded without completions (IBTA 10.3.1.1).
+      wheel_.cancel(&q.retrans_timer);
+      wheel_.cancel(&q.rnr_timer);
+      deactivate(q);
+      const uint32_t sq_depth = q.cap.max_send_wr;
+      q.sq.init(sq_depth, q.cap.max_send_sge, q.cap.max_inline_data);
+      if (!q.srq) q.rq.init(q.cap.max_recv_wr, q.cap.max_recv_sge);
+      q.req_idx = 0;
+      q.rd_atomic_out = 0;
+      q.noack_pkts = 0;
+      q.rnr_wait = false;
+      q.resp_in_msg = q.resp_nak_sent = q.resp_drop_msg = q.resp_has_wqe = false;
+      q.resp_msn = 0;
+      q.res_head = 0;
+      for (auto &r : q.res)
+        r = RespResource{};
+      q.acks.clear();
+      q.fatal_nak_pending = false;
+      q.cnp_pending = false;
+      q.state = QpState::kReset;
+      return 0;
+    }
+    case QpState::kErr:
+      enter_error(q);
+      return 0;
+    case QpState::kRts:
+      q.state = QpState::kRts;
+      if (prev == QpState::kRtr) {
+        q.retry_left = q.retry_cnt;
+        q.rnr_left = q.rnr_retry;
+      }
+      q.sqd_notified = false;
+      if (q.has_send_work()) activate(q);
+      return 0;
+    case QpState::kSqd:
+      q.state = QpState::kSqd;
+      q.sqd_notified = false;
+      // Drained already when nothing is in flight.
+      if (q.req_idx == q.sq.tail() && q.en_sqd_async_notify) {
+        q.sqd_notified = true;
+        push_async(AsyncEvent::kSqDrained, q.qpn);
+      }
+      return 0;
+    default:
+      q.state = next;
+      return 0;
+  }
+}
+
+int EngineCore::query_qp(uint32_t qpn, QpAttr *a, QpInitAttr *init) const noexcept {
+  const Qp *qp = find_qp(qpn);
+  if (!qp) return EINVAL;
+  const Qp &q = *qp;
+  if (a) {
+    *a = QpAttr{};
+    a->qp_state = q.state;
+    a->cur_qp_state = q.state;
+    a->path_mtu = q.mtu_enum;
+    a->qkey = q.qkey;
+    a->rq_psn = q.resp_psn;
+    a->sq_psn = q.req_psn;
+    a->dest_qp_num = q.dest_qpn;
+    a->qp_access_flags = q.access;
+    a->cap = q.cap;
+    a->ah = q.path;
+    a->pkey_index = q.pkey_index;
+    a->en_sqd_async_notify = q.en_sqd_async_notify;
+    a->sq_draining = q.state == QpState::kSqd && q.req_idx != q.sq.tail();
+    a->max_rd_atomic = q.max_rd_atomic;
+    a->max_dest_rd_atomic = q.max_dest_rd_atomic;
+    a->min_rnr_timer = q.min_rnr_timer;
+    a->port_num = 1;
+    a->timeout = q.timeout;
+    a->retry_cnt = q.retry_cnt;
+    a->rnr_retry = q.rnr_retry;
+    a->path_mig_state = q.path_mig_state;
+  }
+  if (init) {
+    *init = QpInitAttr{};
+    init->qp_type = q.type;
+    init->pd = q.pd;
+    init->send_cq = q.send_cq;
+    init->recv_cq = q.recv_cq;
+    init->srq = q.srq;
+    init->cap = q.cap;
+    init->sq_sig_all = q.sq_sig_all;
+  }
+  return 0;
+}
+
+int EngineCore::post_send(uint32_t qpn, const SendWr &wr) noexcept {
+  Qp *qp = find_qp(qpn);
+  if (!qp) return EINVAL;
+  Qp &q = *qp;
+  if (q.state == QpState::kReset || q.state == QpState::kInit || q.state == QpState::kRtr)
+    return EINVAL;
+  if (!opcode_allowed(q.type, wr.opcode)) return EINVAL;
+  if (wr.num_sge > q.cap.max_send_sge) return EINVAL;
+  uint64_t len = 0;
+  for (uint32_t i = 0; i < wr.num_sge; ++i)
+    len += wr.sg_list[i].length;
+  if (len > kMaxMsgSize) return EINVAL;
+  const bool atomic =
+      wr.opcode == WrOpcode::kAtomicCmpAndSwp || wr.opcode == WrOpcode::kAtomicFetchAndAdd;
+  if (atomic && (wr.num_sge != 1 || len != 8)) return EINVAL;
+  if ((wr.send_flags & kSendInline) &&
+      (len > q.cap.max_inline_data || atomic || wr.opcode == WrOpcode::kRdmaRead))
+    return EINVAL;
+  if (q.type == QpType::kUd && len > q.mtu) return EINVAL;
+  if (q.sq.full()) return ENOMEM;
+
+  const uint32_t idx = q.sq.head();
+  SendWqe &w = q.sq.at(idx);
+  w = SendWqe{};
+  w.wr_id = wr.wr_id;
+  w.opcode = wr.opcode;
+  w.flags = wr.send_flags;
+  w.num_sge = wr.num_sge;
+  w.length = static_cast<uint32_t>(len);
+  w.imm_be = wr.imm_data_be;
+  w.inv_rkey = wr.invalidate_rkey;
+  w.remote_addr = wr.remote_addr;
+  w.rkey = wr.rkey;
+  w.compare_add = wr.compare_add;
+  w.swap = wr.swap;
+  w.ah = wr.ah;
+  w.remote_qpn = wr.remote_qpn & wire::kPsnMask;
+  w.remote_qkey = wr.remote_qkey;
+  if (wr.send_flags & kSendInline) {
+    // Inline: the bytes are copied now; sg_list addresses are readable by the engine.
+    uint8_t *dst = q.sq.inl(idx);
+    for (uint32_t i = 0; i < wr.num_sge; ++i) {
+      if (wr.sg_list[i].length)
+        std::memcpy(dst, reinterpret_cast<const void *>(wr.sg_list[i].addr), wr.sg_list[i].length);
+      dst += wr.sg_list[i].length;
+    }
+  } else if (wr.num_sge) {
+    std::memcpy(q.sq.sges(idx), wr.sg_list, wr.num_sge * sizeof(Sge));
+  }
+  q.sq.push();
+  if (q.state == QpState::kErr || q.state == QpState::kSqe) {
+    flush_send_queue(q);
+    return 0;
+  }
+  if (q.state == QpState::kRts && !q.rnr_wait) activate(q);  // the doorbell
+  return 0;
+}
+
+int EngineCore::post_recv(uint32_t qpn, const RecvWr &wr) noexcept {
+  Qp *qp = find_qp(qpn);
+  if (!qp) return EINVAL;
+  Qp &q = *qp;
+  if (q.srq || q.state == QpState::kReset) return EINVAL;
+  if (wr.num_sge > q.cap.max_recv_sge) return EINVAL;
+  const int rc = q.rq.post(wr);
+  if (rc) return rc;
+  if (q.state == QpState::kErr) flush_recv_queue(q);
+  return 0;
+}
+
+int EngineCore::post_srq_recv(uint32_t srq, const RecvWr &wr) noexcept {
+  if (!valid_srq(srq)) return EINVAL;
+  return srqs_[srq - 1].rq.post(wr);
+}
+
+}  // namespace uroce::transport

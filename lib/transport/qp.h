@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// One queue pair: its attributes and the state of its three roles.
+//   requester (req.h)  turns send WQEs into request packets: PSNs, segmentation, go-back-N;
+//   completer (comp.cc) consumes ACKs / NAKs / read responses: retry counters, send CQEs;
+//   responder (resp.cc) consumes request packets: ePSN, duplicates, placement, receive CQEs,
+//                      and queues its responses (ack_queue.h), sent by resp_tx.h.
+// Everything a QP needs is allocated by create_qp; nothing on the data path allocates.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "transport/ack_queue.h"
+#include "transport/timer.h"
+#include "transport/verbs_types.h"
+#include "transport/wq.h"
+#include "wire/packet.h"
+
+namespace uroce::transport {
+
+enum TimerKind : uint32_t {
+  kTimerRetransmit = 1,  // local ACK timeout (IBTA 9.7.6.1.3)
+  kTimerRnr = 2,         // RNR NAK wait (IBTA 9.7.5.2.8)
+};
+
+struct QpTimer : TimerNode {
+  uint32_t qp_index = 0;
+};
+
+// A responder resource (IBTA 9.7.5.1.2, "responder resources"): the last max_dest_rd_atomic
+// RDMA READ and atomic requests, kept so that a duplicate can be answered again without
+// executing it twice.
+struct RespResource {
+  enum class Kind : uint8_t { kFree = 0, kRead, kAtomic };
+  Kind kind = Kind::kFree;
+  uint32_t first_psn = 0;
+  uint32_t last_psn = 0;  // READ: first_psn + packets - 1
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+  uint32_t length = 0;
+  uint64_t atomic_orig = 0;  // the value the atomic returned
+  uint32_t msn = 0;          // MSN carried by the response
+  uint32_t reply_psn = 0;    // READ: next response PSN to send
+};
+
+struct QpCounters {
+  uint64_t tx_pkts = 0, rx_pkts = 0;
+  uint64_t retransmits = 0;  // go-back-N rewinds (timeout, NAK or implied NAK)
+  uint64_t timeouts = 0;     // local ACK timer expiries with work outstanding
+  uint64_t seq_naks_sent = 0, seq_naks_rcvd = 0;
+  uint64_t rnr_naks_sent = 0, rnr_naks_rcvd = 0;
+  uint64_t dup_requests = 0;
+  uint64_t ce_seen = 0, cnp_sent = 0, cnp_rcvd = 0;
+};
+
+struct Qp {
+  // identity and setup
+  bool in_use = false;
+  uint32_t index = 0;
+  uint32_t qpn = 0;
+  QpType type = QpType::kRc;
+  QpState state = QpState::kReset;
+  uint32_t pd = 0, send_cq = 0, recv_cq = 0, srq = 0;  // handles, srq 0 = none
+  bool sq_sig_all = false;
+  QpCap cap;
+
+  // attributes (modify_qp)
+  wire::PathInfo path;
+  uint16_t udp_sport = 0xC000;
+  uint32_t dest_qpn = 0;
+  uint32_t qkey = 0;
+  uint32_t access = 0;
+  Mtu mtu_enum = Mtu::k1024;
+  uint32_t mtu = 1024;
+  uint32_t mtu_shift = 10;
+  uint16_t pkey_index = 0;
+  uint8_t timeout = 0, retry_cnt = 0, rnr_retry = 0, min_rnr_timer = 0;
+  uint8_t max_rd_atomic = 0, max_dest_rd_atomic = 0;
+  uint32_t path_mig_state = 0;
+  bool en_sqd_async_notify = false;
+  uint32_t sq_psn = 0, rq_psn = 0;  // as last set
+
+  SendQueue sq;
+  RecvQueue rq;
+
+  // requester
+  uint32_t req_psn = 0;        // PSN of the next new request packet
+  uint32_t req_idx = 0;        // SQ counter of the WQE being transmitted
+  uint32_t rd_atomic_out = 0;  // READ / atomic WQEs started and not completed
+  uint32_t noack_pkts = 0;     // packets since the last AckReq
+  bool rnr_wait = false;       // paused by an RNR NAK until rnr_timer fires
+  bool sqd_notified = false;
+
+  // completer
+  uint32_t comp_psn = 0;  // oldest unacknowledged PSN
+  uint8_t retry_left = 0, rnr_left = 0;
+  uint8_t peer_credits = aeth::kCreditsUnlimited;
+  bool retry_started = false;  // a go-back-N is under way and no progress was seen since
+
+  // responder
+  uint32_t resp_psn = 0;  // ePSN
+  uint32_t resp_msn = 0;
+  uint8_t resp_prev_op = 0;    // last accepted opcode (sequence checks)
+  bool resp_in_msg = false;    // a multi-packet SEND / WRITE is in progress
+  bool resp_nak_sent = false;  // a PSN sequence error NAK is outstanding (one per gap)
+  bool resp_drop_msg = false;  // UC: the rest of this message is being dropped
+  bool resp_has_wqe = false;   // resp_wqe holds a receive WQE taken from the RQ / SRQ
+  RecvWqe resp_wqe;
+  std::unique_ptr<Sge[]> resp_sge;
+  uint32_t resp_sge_cap = 0;
+  uint32_t resp_off = 0;  // SEND: bytes placed in resp_wqe
+  uint64_t resp_va = 0;   // WRITE: next VA
+  uint32_t resp_rkey = 0;
+  uint32_t resp_resid = 0;  // WRITE: bytes still expected
+  uint32_t resp_len = 0;    // WRITE: dma_len of the message
+  RespResource res[kMaxRdAtomic];
+  uint32_t res_head = 0;
+  AckQueue acks;
+  bool fatal_nak_pending = false;  // a NAK to send although the QP has entered ERR
+  uint8_t fatal_nak_syndrome = 0;
+  uint32_t fatal_nak_psn = 0;
+
+  // congestion hooks
+  uint64_t last_cnp_ns = 0;
+  bool cnp_pending = false;
+  bool cnp_ever = false;
+
+  // scheduling
+  Qp *act_next = nullptr, *act_prev = nullptr;
+  bool active = false;
+  QpTimer retrans_timer, rnr_timer;
+
+  QpCounters stats;
+
+  bool has_send_work() const noexcept { return req_idx != sq.head(); }
+};
+
+}  // namespace uroce::transport

@@ -1,0 +1,269 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The requester (IBTA 9.7.4 / 9.7.5.2 "requester: sending requests"): send WQEs in order become
+// request packets: PSN assignment, segmentation at the path MTU, opcode choice (FIRST / MIDDLE /
+// LAST / ONLY, with immediate / invalidate), AckReq, fences, the max_rd_atomic limit, the PSN
+// window, and for UC / UD the completion at the last packet (nothing comes back).
+// Retransmission is a rewind of req_idx / req_psn done by comp.cc (go-back-N); this file then
+// simply sends again from there. Included by engine.h.
+#pragma once
+
+#include "transport/engine.h"
+#include "wire/psn.h"
+
+namespace uroce::transport {
+
+namespace detail {
+
+enum class ReqState : uint8_t {
+  kNextWqe,     // pick the WQE at req_idx, or stop (idle / not RTS / RNR wait / budget)
+  kStartWqe,    // first packet of a WQE: local key checks, fence, rd_atomic limit
+  kWindow,      // the PSN window (unacknowledged PSNs) has room
+  kSendPacket,  // build and transmit one packet
+  kLocalError,  // the WQE failed locally: complete it in error once it is the oldest
+  kStop,
+};
+
+constexpr bool is_rd_atomic(WrOpcode op) noexcept {
+  return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpAndSwp ||
+         op == WrOpcode::kAtomicFetchAndAdd;
+}
+
+// The BTH opcode of the packet at byte offset `off` of a WQE (IBTA 9.4 table 38).
+constexpr uint8_t request_opcode(QpType t, WrOpcode op, bool first, bool last) noexcept {
+  if (t == QpType::kUd)
+    return op == WrOpcode::kSendWithImm ? wire::op::kUdSendOnlyImm : wire::op::kUdSendOnly;
+  const uint8_t base = t == QpType::kUc ? 0x20 : 0x00;
+  uint8_t c = 0;
+  switch (op) {
+    case WrOpcode::kSend:
+      c = first && last ? 0x04 : first ? 0x00 : last ? 0x02 : 0x01;
+      break;
+    case WrOpcode::kSendWithImm:
+      c = first && last ? 0x05 : first ? 0x00 : last ? 0x03 : 0x01;
+      break;
+    case WrOpcode::kSendWithInv:
+      c = first && last ? 0x17 : first ? 0x00 : last ? 0x16 : 0x01;
+      break;
+    case WrOpcode::kRdmaWrite:
+      c = first && last ? 0x0A : first ? 0x06 : last ? 0x08 : 0x07;
+      break;
+    case WrOpcode::kRdmaWriteWithImm:
+      c = first && last ? 0x0B : first ? 0x06 : last ? 0x09 : 0x07;
+      break;
+    case WrOpcode::kRdmaRead:
+      return wire::op::kRcReadRequest;
+    case WrOpcode::kAtomicCmpAndSwp:
+      return wire::op::kRcCompareSwap;
+    case WrOpcode::kAtomicFetchAndAdd:
+      return wire::op::kRcFetchAdd;
+    default:
+      break;
+  }
+  return static_cast<uint8_t>(base + c);
+}
+
+}  // namespace detail
+
+template <TxPort Port, Clock Clk>
+uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_full) noexcept {
+  using detail::ReqState;
+  uint32_t sent = 0;
+  WcStatus lerr = WcStatus::kSuccess;
+  SendWqe *w = nullptr;
+  uint32_t idx = 0;
+  ReqState st = ReqState::kNextWqe;
+  while (st != ReqState::kStop) {
+    switch (st) {
+      case ReqState::kNextWqe: {
+        if (qp.rnr_wait || !qp.has_send_work() || sent >= budget) {
+          st = ReqState::kStop;
+          break;
+        }
+        idx = qp.req_idx;
+        w = &qp.sq.at(idx);
+        // SQD: messages already begun are finished, no new one starts (IBTA 10.3.1.6).
+        const bool begun = w->state == WqeState::kSending || w->next_off != 0;
+        if (qp.state != QpState::kRts && !(qp.state == QpState::kSqd && begun)) {
+          st = ReqState::kStop;
+          break;
+        }
+        st = begun ? ReqState::kWindow : ReqState::kStartWqe;
+        break;
+      }
+
+      case ReqState::kStartWqe: {
+        if (!w->checked) {
+          lerr = check_local_sges(qp, idx);
+          if (lerr == WcStatus::kSuccess && qp.type == QpType::kUd &&
+              ah_path(w->ah, qp.pd) == nullptr)
+            lerr = WcStatus::kLocQpOpErr;
+          if (lerr == WcStatus::kSuccess && detail::is_rd_atomic(w->opcode) &&
+              qp.max_rd_atomic == 0)
+            lerr = WcStatus::kLocQpOpErr;
+          if (lerr != WcStatus::kSuccess) {
+            st = ReqState::kLocalError;
+            break;
+          }
+          w->checked = true;
+        }
+        // IBV_SEND_FENCE: wait for every earlier READ / atomic to complete.
+        if ((w->flags & kSendFence) && qp.rd_atomic_out) {
+          st = ReqState::kStop;
+          break;
+        }
+        if (detail::is_rd_atomic(w->opcode) && qp.rd_atomic_out >= qp.max_rd_atomic) {
+          st = ReqState::kStop;
+          break;
+        }
+        st = ReqState::kWindow;
+        break;
+      }
+
+      case ReqState::kWindow:
+        if (qp.type == QpType::kRc && static_cast<uint32_t>(wire::psn_diff(
+                                          qp.req_psn, qp.comp_psn)) >= cfg_.max_inflight_psn) {
+          st = ReqState::kStop;
+          break;
+        }
+        st = ReqState::kSendPacket;
+        break;
+
+      case ReqState::kSendPacket: {
+        const bool rd_atomic = detail::is_rd_atomic(w->opcode);
+        const uint32_t off = w->next_off;
+        const bool first = off == 0;
+        const uint32_t left = w->length - off;
+        const uint32_t plen = rd_atomic ? 0 : (left < qp.mtu ? left : qp.mtu);
+        const bool last = rd_atomic || left <= qp.mtu;
+        if (first) {
+          // A fresh start assigns the PSN range; a resumed WQE (go-back-N) keeps it.
+          const uint32_t npk = w->opcode == WrOpcode::kRdmaRead
+                                   ? (w->length ? ((w->length - 1) >> qp.mtu_shift) + 1 : 1)
+                               : rd_atomic
+                                   ? 1
+                                   : (w->length ? ((w->length - 1) >> qp.mtu_shift) + 1 : 1);
+          w->first_psn = qp.req_psn;
+          w->last_psn = wire::psn_add(qp.req_psn, npk - 1);
+        }
+        wire::PacketDesc d;
+        wire::PathInfo ud_path;
+        if (qp.type == QpType::kUd) {
+          ud_path = *ah_path(w->ah, qp.pd);
+          ud_path.udp_sport = qp.udp_sport;
+          d.path = &ud_path;
+        } else {
+          d.path = &qp.path;
+        }
+        d.ip_id = ip_id_++;
+        d.ecn = cfg_.ecn ? wire::Ecn::kEct0 : wire::Ecn::kNotEct;
+        d.payload_len = plen;
+        wire::PacketFields &f = d.f;
+        f.opcode = detail::request_opcode(qp.type, w->opcode, first, last);
+        f.dest_qp = qp.type == QpType::kUd ? w->remote_qpn : qp.dest_qpn;
+        f.psn = qp.req_psn;
+        bool ackreq = false;
+        if (qp.type == QpType::kRc) {
+          ackreq = last || ++qp.noack_pkts >= cfg_.ack_req_every;
+          if (ackreq) qp.noack_pkts = 0;
+        }
+        f.ack_req = ackreq;
+        f.solicited =
+            last && (w->flags & kSendSolicited) &&
+            (w->opcode == WrOpcode::kSend || w->opcode == WrOpcode::kSendWithImm ||
+             w->opcode == WrOpcode::kSendWithInv || w->opcode == WrOpcode::kRdmaWriteWithImm);
+        switch (w->opcode) {
+          case WrOpcode::kRdmaWrite:
+          case WrOpcode::kRdmaWriteWithImm:
+            f.va = w->remote_addr;
+            f.rkey = w->rkey;
+            f.dma_len = w->length;
+            break;
+          case WrOpcode::kRdmaRead:
+            f.va = w->remote_addr + off;
+            f.rkey = w->rkey;
+            f.dma_len = w->length - off;
+            break;
+          case WrOpcode::kAtomicCmpAndSwp:
+            f.va = w->remote_addr;
+            f.rkey = w->rkey;
+            f.swap_add = w->swap;
+            f.compare = w->compare_add;
+            break;
+          case WrOpcode::kAtomicFetchAndAdd:
+            f.va = w->remote_addr;
+            f.rkey = w->rkey;
+            f.swap_add = w->compare_add;
+            break;
+          default:
+            break;
+        }
+        f.imm_be = w->imm_be;
+        f.inv_rkey = w->inv_rkey;
+        if (qp.type == QpType::kUd) {
+          // IBTA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
+          f.qkey = (w->remote_qkey & 0x80000000u) ? qp.qkey : w->remote_qkey;
+          f.src_qp = qp.qpn;
+        }
+        const int rc = tx_frame(
+            d, [&](uint8_t *dst) { return plen == 0 || gather_send(qp, idx, off, dst, plen); });
+        if (rc == kTxNoBuffer) {
+          *port_full = true;
+          st = ReqState::kStop;
+          break;
+        }
+        if (rc != kTxOk) {
+          lerr = rc == kTxFillError ? WcStatus::kLocProtErr : WcStatus::kLocQpOpErr;
+          st = ReqState::kLocalError;
+          break;
+        }
+        ++sent;
+        ++qp.stats.tx_pkts;
+        if (rd_atomic) {
+          qp.req_psn = wire::psn_add(w->last_psn, 1);
+          w->next_off = w->length;
+        } else {
+          qp.req_psn = wire::psn_add(qp.req_psn, 1);
+          w->next_off = off + plen;
+        }
+        if (last) {
+          w->state = WqeState::kSent;
+          ++qp.req_idx;
+          if (rd_atomic) ++qp.rd_atomic_out;
+          if (qp.type != QpType::kRc) {
+            // UC / UD: nothing will acknowledge it; it completes once sent (IBTA 9.8.2).
+            complete_send(qp, *w, WcStatus::kSuccess);
+            qp.sq.pop();
+          }
+        } else {
+          w->state = WqeState::kSending;
+        }
+        update_retransmit_timer(qp);
+        st = ReqState::kNextWqe;
+        break;
+      }
+
+      case ReqState::kLocalError:
+        // Completions stay in order: wait until every earlier WQE has completed.
+        if (qp.sq.tail() != idx) {
+          w->checked = false;
+          st = ReqState::kStop;
+          break;
+        }
+        complete_send(qp, *w, lerr);
+        qp.sq.pop();
+        qp.req_idx = qp.sq.tail();
+        if (qp.type == QpType::kRc)
+          enter_error(qp);
+        else
+          enter_sqe(qp);
+        st = ReqState::kStop;
+        break;
+
+      case ReqState::kStop:
+        break;
+    }
+  }
+  return sent;
+}
+
+}  // namespace uroce::transport

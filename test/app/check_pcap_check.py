@@ -19,6 +19,7 @@ import argparse
 import collections
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -168,6 +169,41 @@ def check_cli(tool, workdir):
         else:
             print(f"ok: args {args}: exit {rc}")
 
+def check_robustness(tool, workdir, captures, rounds=200):
+    """Damaged copies of the captures (random bytes changed, cut, or spliced; fixed seed): the
+    tool may report anything, but must exit 0, 1 or 2 and never crash or hang."""
+    rng = random.Random(4791)
+    originals = []
+    for cap in captures:
+        with open(os.path.join(workdir, cap["file"]), "rb") as f:
+            originals.append(f.read())
+    path = os.path.join(workdir, "damaged.bin")
+    seen = collections.Counter()
+    for i in range(rounds):
+        data = bytearray(rng.choice(originals))
+        for _ in range(rng.randint(1, 12)):
+            op = rng.randrange(10)
+            # mostly past the file header, so that the frames themselves get damaged
+            lo = 0 if rng.randrange(8) == 0 or len(data) <= 64 else 64
+            if op < 4 and len(data) > lo:
+                data[rng.randrange(lo, len(data))] = rng.randrange(256)
+            elif op < 8 and len(data) > lo:
+                data[rng.randrange(lo, len(data))] ^= 1 << rng.randrange(8)
+            elif op == 8:
+                del data[rng.randrange(len(data) + 1):]
+            else:
+                at = rng.randrange(len(data) + 1)
+                data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
+        with open(path, "wb") as f:
+            f.write(data)
+        rc, out, err = run_tool(tool, [path])
+        seen[rc] += 1
+        if rc not in (0, 1, 2):
+            fail(f"damaged capture round {i}: exit {rc}\n{err}")
+            shutil.copy(path, os.path.join(workdir, f"damaged-crash-{i}.bin"))
+    print(f"ok: {rounds} damaged captures, exit statuses {dict(sorted(seen.items()))}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tool", required=True)
@@ -205,6 +241,7 @@ def main():
     check_errors(a.tool, a.workdir, manifest["errors"])
     if a.scapy:
         check_cli(a.tool, a.workdir)
+        check_robustness(a.tool, a.workdir, manifest["captures"])
 
     if failures:
         print(f"{len(failures)} check(s) failed")

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// uroced configuration: an INI-like file plus command-line overrides (doc/config.md).
+//
+// Not on the fast path: parsing allocates and reports errors by throwing ConfigError, whose
+// message always names where the bad text came from ("FILE:LINE" or "--set #N") and the key.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace uroce::config {
+
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Ipv4Prefix {
+  uint8_t addr[4] = {};
+  uint8_t len = 32;
+  friend bool operator==(const Ipv4Prefix &, const Ipv4Prefix &) = default;
+};
+
+struct Ipv6Prefix {
+  uint8_t addr[16] = {};
+  uint8_t len = 128;
+  friend bool operator==(const Ipv6Prefix &, const Ipv6Prefix &) = default;
+};
+
+inline constexpr uint32_t kMinMtu = 576;   // IPv4 minimum datagram every host must accept
+inline constexpr uint32_t kMaxMtu = 9600;  // common jumbo limit of NICs and switches
+inline constexpr uint32_t kIpv6MinMtu = 1280;
+
+struct PortConfig {
+  std::string name;
+  std::string device;  // PCI address or vdev string
+  std::vector<Ipv4Prefix> ipv4;
+  std::vector<Ipv6Prefix> ipv6;
+  uint32_t mtu = 1500;  // Ethernet (IP) MTU, as `ip link` shows it
+  uint8_t dscp = 0;
+  bool ecn = true;
+  std::string where;  // where the section was opened, for later error messages
+
+  bool device_is_pci() const;  // "0000:03:00.0" or "03:00.0"
+  uint32_t ib_mtu() const;     // see ib_mtu_from_eth_mtu
+};
+
+struct DaemonConfig {
+  std::string socket = "/run/uroce/uroced.sock";
+  std::vector<unsigned> workers = {0};  // lcore ids
+  uint32_t mbufs = 8191;
+  uint16_t rx_desc = 1024;
+  uint16_t tx_desc = 1024;
+  std::string pcap;             // empty: no capture
+  uint32_t idle_sleep_us = 20;  // sleep after 1024 empty polls; 0: pure busy polling
+};
+
+struct Config {
+  std::vector<std::string> eal_args;
+  std::vector<PortConfig> ports;
+  DaemonConfig daemon;
+};
+
+// The IB path MTU rxe derives from a netdev MTU (rxe_loc.h eth_mtu_int_to_enum): the largest
+// of 256..4096 that fits after RXE_MAX_HDR_LENGTH (80) bytes of headers; 0 if none fits.
+// 1500 -> 1024, 4200 -> 4096, 4175 -> 2048.
+inline constexpr uint32_t kRxeMaxHdrLength = 80;
+uint32_t ib_mtu_from_eth_mtu(uint32_t eth_mtu);
+
+// Parsers for single values, shared with tests. Return false on malformed input.
+bool parse_ipv4(std::string_view s, uint8_t out[4]);
+bool parse_ipv6(std::string_view s, uint8_t out[16]);
+std::string format_ipv4(const uint8_t a[4]);
+std::string format_ipv6(const uint8_t a[16]);  // RFC 5952 compressed form
+
+// Parses `text` (contents of `filename`, used only in messages), then applies the overrides
+// ("section.key=value"; for ports "port.NAME.key=value"), then validates the whole.
+Config parse(std::string_view text, std::string_view filename,
+             const std::vector<std::string> &overrides = {});
+
+// Reads and parses a file. Throws ConfigError if it cannot be read.
+Config load_file(const std::string &path, const std::vector<std::string> &overrides = {});
+
+}  // namespace uroce::config

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// DPDK environment setup for uroced: EAL arguments from the configuration, EAL init/cleanup,
+// the packet mbuf pool, device -> ethdev port id, and a TSC clock. Not on the fast path (except
+// TscClock::now_ns); errors are reported by throwing PortError with a clear message.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+struct rte_mempool;
+
+namespace uroce::port {
+
+class PortError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// argv for rte_eal_init: argv0, the [eal] args, "-l LIST" from daemon.workers unless the args
+// already choose lcores (-l, -c, --lcores), then per port "--vdev=DEVICE" or "-a PCI".
+// Throws PortError if a PCI port is configured together with --no-pci.
+std::vector<std::string> eal_argv(const config::Config &cfg, const std::string &argv0);
+
+// The ethdev name DPDK gives the device: the vdev name before the first ',' or the PCI
+// address in DDDD:BB:DD.F form.
+std::string ethdev_name(const config::PortConfig &p);
+
+// mbuf data room (headroom included) for a port: room for an MTU-sized frame with a VLAN tag
+// and, for net_af_packet, for its framesz (FACTS: framesz must not exceed the data room).
+uint16_t data_room_for(const config::PortConfig &p);
+
+// rte_eal_init on construction (throws PortError), rte_eal_cleanup on destruction.
+class Eal {
+ public:
+  explicit Eal(const std::vector<std::string> &argv);
+  ~Eal();
+  Eal(const Eal &) = delete;
+  Eal &operator=(const Eal &) = delete;
+};
+
+// Creates the packet pool (n mbufs, data room as given, per-lcore cache). Throws PortError.
+rte_mempool *create_pool(const char *name, uint32_t n, uint16_t data_room);
+void free_pool(rte_mempool *mp) noexcept;
+
+// Port id of an ethdev by device (see ethdev_name). Throws PortError naming the device.
+uint16_t port_id_of(const config::PortConfig &p);
+
+// Monotonic nanoseconds from the TSC (satisfies transport::Clock). Valid after EAL init.
+class TscClock {
+ public:
+  TscClock();
+  uint64_t now_ns() const noexcept;
+
+ private:
+  uint64_t hz_;
+};
+
+}  // namespace uroce::port

@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "port/eth_port.h"
+
+#include <rte_errno.h>
+
+#include <cstring>
+#include <ctime>
+#include <vector>
+
+namespace uroce::port {
+
+namespace {
+
+[[noreturn]] void fail(const std::string &port, const std::string &what, int err) {
+  throw PortError("port '" + port + "': " + what + ": " + rte_strerror(err < 0 ? -err : err));
+}
+
+}  // namespace
+
+uint64_t realtime_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+EthPort::EthPort(const config::PortConfig &pc, const config::DaemonConfig &dc, rte_mempool *pool,
+                 uint16_t nb_queues, const NeighParams &neigh)
+    : name_(pc.name), pool_(pool) {
+  port_id_ = port_id_of(pc);
+  rte_eth_dev_info info{};
+  int r = rte_eth_dev_info_get(port_id_, &info);
+  if (r != 0) fail(name_, "rte_eth_dev_info_get", r);
+  if (nb_queues > info.max_rx_queues || nb_queues > info.max_tx_queues)
+    throw PortError("port '" + name_ + "': " + std::to_string(nb_queues) +
+                    " queues wanted (one per worker), the device has at most " +
+                    std::to_string(info.max_rx_queues) + " RX / " +
+                    std::to_string(info.max_tx_queues) + " TX queues");
+  if (pc.mtu > info.max_mtu || pc.mtu < info.min_mtu)
+    throw PortError("port '" + name_ + "': the PMD (" + std::string(info.driver_name) +
+                    ") refuses MTU " + std::to_string(pc.mtu) + ": its range is " +
+                    std::to_string(info.min_mtu) + " .. " + std::to_string(info.max_mtu) +
+                    " (set [port " + name_ + "] mtu accordingly)");
+  const uint32_t frame = pc.mtu + 14 + 4;
+  const uint32_t room = rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM;
+  if (frame > room)
+    throw PortError("port '" + name_ + "': MTU " + std::to_string(pc.mtu) + " needs frames of " +
+                    std::to_string(frame) + " bytes, the mbufs hold " + std::to_string(room));
+
+  rte_eth_conf conf{};
+  conf.rxmode.mtu = pc.mtu;
+  r = rte_eth_dev_configure(port_id_, nb_queues, nb_queues, &conf);
+  if (r != 0) fail(name_, "rte_eth_dev_configure (MTU " + std::to_string(pc.mtu) + ")", r);
+  uint16_t nrx = dc.rx_desc, ntx = dc.tx_desc;
+  r = rte_eth_dev_adjust_nb_rx_tx_desc(port_id_, &nrx, &ntx);
+  if (r != 0) fail(name_, "rte_eth_dev_adjust_nb_rx_tx_desc", r);
+  const int socket = rte_eth_dev_socket_id(port_id_);
+  const unsigned sock = socket < 0 ? 0u : static_cast<unsigned>(socket);
+  for (uint16_t q = 0; q < nb_queues; ++q) {
+    r = rte_eth_rx_queue_setup(port_id_, q, nrx, sock, nullptr, pool);
+    if (r != 0) fail(name_, "rte_eth_rx_queue_setup queue " + std::to_string(q), r);
+    r = rte_eth_tx_queue_setup(port_id_, q, ntx, sock, nullptr);
+    if (r != 0) fail(name_, "rte_eth_tx_queue_setup queue " + std::to_string(q), r);
+  }
+  r = rte_eth_dev_set_mtu(port_id_, static_cast<uint16_t>(pc.mtu));
+  if (r != 0 && r != -ENOTSUP)
+    fail(name_, "the PMD refused MTU " + std::to_string(pc.mtu) + " (rte_eth_dev_set_mtu)", r);
+  mtu_ = static_cast<uint16_t>(pc.mtu);
+  r = rte_eth_dev_start(port_id_);
+  if (r != 0) fail(name_, "rte_eth_dev_start", r);
+  started_ = true;
+  r = rte_eth_promiscuous_disable(port_id_);
+  if (r != 0) note(std::string("promiscuous mode cannot be turned off: ") + rte_strerror(-r));
+  r = rte_eth_allmulticast_enable(port_id_);
+  if (r != 0) note(std::string("all-multicast cannot be turned on: ") + rte_strerror(-r));
+
+  rte_ether_addr ea{};
+  r = rte_eth_macaddr_get(port_id_, &ea);
+  if (r != 0) fail(name_, "rte_eth_macaddr_get", r);
+  std::memcpy(mac_, ea.addr_bytes, 6);
+  if (!rte_is_valid_assigned_ether_addr(&ea))
+    note("the PMD reports no valid unicast MAC address: peers will ignore its ARP / ND");
+
+  std::vector<const uint8_t *> v4, v6;
+  std::vector<Ipv4If> a4;
+  std::vector<Ipv6If> a6;
+  for (const config::Ipv4Prefix &p : pc.ipv4) {
+    v4.push_back(p.addr);
+    Ipv4If a;
+    std::memcpy(a.addr, p.addr, 4);
+    a.prefix = p.len;
+    a4.push_back(a);
+  }
+  for (const config::Ipv6Prefix &p : pc.ipv6) {
+    v6.push_back(p.addr);
+    Ipv6If a;
+    std::memcpy(a.addr, p.addr, 16);
+    a.prefix = p.len;
+    a6.push_back(a);
+  }
+  gids_ = GidTable::build(mac_, v4, v6);
+  arp_.emplace(mac_, a4, neigh);
+  nd_.emplace(mac_, a6, neigh);
+}
+
+EthPort::~EthPort() {
+  stop();
+}
+
+void EthPort::note(const std::string &text) {
+  if (!notes_.empty()) notes_.append("; ");
+  notes_.append(text);
+}
+
+void EthPort::stop() noexcept {
+  if (closed_) return;
+  if (started_) {
+    flush();
+    rte_eth_dev_stop(port_id_);
+    started_ = false;
+  }
+  rte_eth_dev_close(port_id_);
+  closed_ = true;
+}
+
+std::string EthPort::link_status() const {
+  rte_eth_link link{};
+  if (rte_eth_link_get_nowait(port_id_, &link) != 0) return "unknown";
+  if (link.link_status == RTE_ETH_LINK_DOWN) return "down";
+  std::string s = "up";
+  if (link.link_speed != RTE_ETH_SPEED_NUM_NONE && link.link_speed != RTE_ETH_SPEED_NUM_UNKNOWN)
+    s.append(" ").append(std::to_string(link.link_speed)).append(" Mb/s");
+  s += link.link_duplex == RTE_ETH_LINK_FULL_DUPLEX ? " full-duplex" : " half-duplex";
+  return s;
+}
+
+bool EthPort::promiscuous() const noexcept {
+  return rte_eth_promiscuous_get(port_id_) == 1;
+}
+bool EthPort::allmulticast() const noexcept {
+  return rte_eth_allmulticast_get(port_id_) == 1;
+}
+
+transport::TxBuf EthPort::tx_alloc() noexcept {
+  rte_mbuf *m = rte_pktmbuf_alloc(pool_);
+  if (m == nullptr) {
+    ++c_.tx_alloc_fail;
+    return {};
+  }
+  return transport::TxBuf{rte_pktmbuf_mtod(m, uint8_t *), rte_pktmbuf_tailroom(m), m};
+}
+
+void EthPort::tx_commit(transport::TxBuf b, uint32_t len) noexcept {
+  auto *m = static_cast<rte_mbuf *>(b.handle);
+  if (len > b.cap || len == 0) {
+    ++c_.tx_too_long;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  m->data_len = static_cast<uint16_t>(len);
+  m->pkt_len = len;
+  if (capture_ != nullptr) capture(b.data, len);
+  tx_len_[tx_n_] = len;
+  tx_batch_[tx_n_++] = m;
+  if (tx_n_ == kBurst) flush();
+}
+
+void EthPort::tx_abort(transport::TxBuf b) noexcept {
+  if (b.handle != nullptr) rte_pktmbuf_free(static_cast<rte_mbuf *>(b.handle));
+}
+
+void EthPort::flush() noexcept {
+  uint16_t sent = 0;
+  for (unsigned attempt = 0; sent < tx_n_ && attempt <= kTxRetries; ++attempt)
+    sent += rte_eth_tx_burst(port_id_, tx_queue_, tx_batch_ + sent, tx_n_ - sent);
+  for (uint16_t i = 0; i < sent; ++i)
+    c_.tx_bytes += tx_len_[i];  // the mbufs now belong to the PMD: use the lengths kept here
+  for (uint16_t i = sent; i < tx_n_; ++i) {
+    ++c_.tx_dropped;
+    rte_pktmbuf_free(tx_batch_[i]);
+  }
+  c_.tx_packets += sent;
+  tx_n_ = 0;
+}
+
+void EthPort::capture(const uint8_t *frame, uint32_t len) noexcept {
+  capture_->write(frame, len, realtime_ns());
+}
+
+void EthPort::send_copy(const uint8_t *frame, size_t len) noexcept {
+  transport::TxBuf b = tx_alloc();
+  if (b.data == nullptr) return;  // counted as tx_alloc_fail
+  if (len > b.cap) {
+    tx_abort(b);
+    ++c_.tx_too_long;
+    return;
+  }
+  std::memcpy(b.data, frame, len);
+  tx_commit(b, static_cast<uint32_t>(len));
+}
+
+void EthPort::dispatch_local(FrameClass cls, const uint8_t *frame, uint32_t len,
+                             uint64_t now) noexcept {
+  uint8_t reply[128];
+  size_t n = 0;
+  if (cls == FrameClass::kArp) {
+    ++c_.rx_arp;
+    n = arp_->input(frame, len, now, reply, sizeof reply);
+  } else {
+    ++c_.rx_nd;
+    n = nd_->input(frame, len, now, reply, sizeof reply);
+  }
+  if (n != 0) send_copy(reply, n);
+}
+
+void EthPort::timers(uint64_t now_ns) noexcept {
+  uint8_t frame[128];
+  size_t n;
+  while ((n = arp_->poll(now_ns, frame, sizeof frame)) != 0)
+    send_copy(frame, n);
+  while ((n = nd_->poll(now_ns, frame, sizeof frame)) != 0)
+    send_copy(frame, n);
+}
+
+unsigned EthPort::announce() noexcept {
+  uint8_t frame[128];
+  unsigned count = 0;
+  for (size_t i = 0; i < arp_->num_addrs(); ++i) {
+    const size_t n = arp_->build_gratuitous(i, frame, sizeof frame);
+    if (n) {
+      send_copy(frame, n);
+      ++count;
+    }
+  }
+  for (size_t i = 0; i < nd_->num_addrs(); ++i) {
+    const size_t n = nd_->build_unsolicited_na(i, frame, sizeof frame);
+    if (n) {
+      send_copy(frame, n);
+      ++count;
+    }
+  }
+  return count;
+}
+
+Resolve EthPort::resolve_ipv4(const uint8_t ip[4], uint64_t now_ns, uint8_t mac_out[6]) noexcept {
+  uint8_t frame[128];
+  size_t n = 0;
+  const Resolve r = arp_->resolve(ip, now_ns, mac_out, frame, sizeof frame, &n);
+  if (n) send_copy(frame, n);
+  return r;
+}
+
+Resolve EthPort::resolve_ipv6(const uint8_t ip[16], uint64_t now_ns, uint8_t mac_out[6]) noexcept {
+  uint8_t frame[128];
+  size_t n = 0;
+  const Resolve r = nd_->resolve(ip, now_ns, mac_out, frame, sizeof frame, &n);
+  if (n) send_copy(frame, n);
+  return r;
+}
+
+}  // namespace uroce::port

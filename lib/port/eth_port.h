@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// One DPDK ethdev port as uroce uses it.
+//
+// Setup (constructor, not on the fast path, throws PortError): configure with one RX and one TX
+// queue per worker, MTU, descriptor counts, start, promiscuous off, all-multicast on (IPv6 ND
+// uses solicited-node groups), MAC, GID table, ARP and ND modules.
+//
+// Fast path (noexcept; no allocation, locks, exceptions or printing):
+//   - transport::TxPort: tx_alloc() hands out an mbuf's data room, tx_commit() sets the lengths
+//     and appends it to the TX batch, which is sent when full or by flush(); tx_abort() frees.
+//   - rx_burst(queue, handler): receives a burst and dispatches every frame: ARP -> Arp,
+//     IPv6/ICMPv6 -> Nd (replies go out through the TX batch), UDP 4791 -> handler(frame, len)
+//     (the transport engine; it returns false to have the frame counted as refused), anything
+//     else dropped and counted by reason.
+//   - timers(now): ARP/ND retransmissions and expiry.
+// Optional capture: every frame received and every frame committed is written to a pcap file
+// (a buffered stdio write per frame: acceptable for debugging, not for benchmarks).
+// One EthPort object is driven by one lcore: its TX queue and batch are not shared.
+#pragma once
+
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "config/config.h"
+#include "port/arp.h"
+#include "port/classify.h"
+#include "port/eal.h"
+#include "port/gid_table.h"
+#include "port/nd.h"
+#include "transport/port.h"
+#include "util/pcap_writer.h"
+
+namespace uroce::port {
+
+struct PortCounters {
+  uint64_t rx_packets = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t tx_packets = 0;  // handed to the NIC by rte_eth_tx_burst
+  uint64_t tx_bytes = 0;
+  uint64_t tx_alloc_fail = 0;  // tx_alloc found the pool empty (back-pressure to the caller)
+  uint64_t tx_dropped = 0;     // committed but refused by the TX queue after retries, freed
+  uint64_t tx_too_long = 0;    // tx_commit with len > cap (frame freed)
+  uint64_t rx_arp = 0;
+  uint64_t rx_nd = 0;
+  uint64_t rx_roce = 0;  // handed to the engine and accepted
+  uint64_t rx_drops[static_cast<size_t>(RxDrop::kCount)] = {};
+};
+
+// Handler type for rx_burst when no transport engine is attached: every RoCE frame is dropped
+// and counted as RxDrop::kNoEngine.
+struct NoEngine {};
+
+class EthPort {
+ public:
+  static constexpr uint16_t kBurst = 32;
+  static constexpr unsigned kTxRetries = 8;
+
+  // pool must outlive the port. nb_queues: RX and TX queues (one per worker).
+  EthPort(const config::PortConfig &pc, const config::DaemonConfig &dc, rte_mempool *pool,
+          uint16_t nb_queues, const NeighParams &neigh = {});
+  ~EthPort();
+  EthPort(const EthPort &) = delete;
+  EthPort &operator=(const EthPort &) = delete;
+
+  // --- transport::TxPort ---
+  transport::TxBuf tx_alloc() noexcept;
+  void tx_commit(transport::TxBuf b, uint32_t len) noexcept;
+  void tx_abort(transport::TxBuf b) noexcept;
+  // Sends the TX batch: rte_eth_tx_burst, retried kTxRetries times, the rest freed and counted.
+  void flush() noexcept;
+
+  // Receives up to kBurst frames from `queue` and dispatches them. Returns the number received.
+  // Handler: bool(const uint8_t *frame, uint32_t len) noexcept, or NoEngine.
+  template <class Handler>
+  uint16_t rx_burst(uint16_t queue, Handler &&h, uint64_t now_ns) noexcept;
+
+  // ARP/ND timers (retransmissions, expiry); sends what is due. Call every millisecond or so.
+  void timers(uint64_t now_ns) noexcept;
+  // Gratuitous ARP for every IPv4 address and unsolicited NA for every IPv6 address (the
+  // link-local included). Returns the number of frames queued; call flush() after.
+  unsigned announce() noexcept;
+
+  // Sends an ARP request / NS for `ip` if needed (see Arp::resolve / Nd::resolve).
+  Resolve resolve_ipv4(const uint8_t ip[4], uint64_t now_ns, uint8_t mac_out[6]) noexcept;
+  Resolve resolve_ipv6(const uint8_t ip[16], uint64_t now_ns, uint8_t mac_out[6]) noexcept;
+
+  void set_capture(util::PcapWriter *w) noexcept { capture_ = w; }
+
+  // Not fast path.
+  const std::string &name() const noexcept { return name_; }
+  uint16_t port_id() const noexcept { return port_id_; }
+  const uint8_t *mac() const noexcept { return mac_; }
+  const GidTable &gids() const noexcept { return gids_; }
+  const Arp &arp() const noexcept { return *arp_; }
+  const Nd &nd() const noexcept { return *nd_; }
+  const PortCounters &counters() const noexcept { return c_; }
+  std::string link_status() const;  // "up 10000 Mb/s full-duplex" / "down"
+  bool promiscuous() const noexcept;
+  bool allmulticast() const noexcept;
+  uint16_t mtu() const noexcept { return mtu_; }
+  std::string setup_notes() const { return notes_; }  // PMD limitations met during setup
+  void stop() noexcept;  // stops and closes the ethdev (idempotent; the destructor calls it)
+
+ private:
+  void note(const std::string &text);
+  void capture(const uint8_t *frame, uint32_t len) noexcept;
+  void send_copy(const uint8_t *frame, size_t len) noexcept;  // slow path: ARP/ND replies
+  void dispatch_local(FrameClass cls, const uint8_t *frame, uint32_t len, uint64_t now) noexcept;
+
+  std::string name_;
+  uint16_t port_id_ = 0;
+  uint16_t tx_queue_ = 0;
+  uint16_t mtu_ = 0;
+  bool started_ = false;
+  bool closed_ = false;
+  rte_mempool *pool_ = nullptr;
+  uint8_t mac_[6] = {};
+  GidTable gids_;
+  std::optional<Arp> arp_;
+  std::optional<Nd> nd_;
+  util::PcapWriter *capture_ = nullptr;
+  std::string notes_;
+  uint16_t tx_n_ = 0;
+  rte_mbuf *tx_batch_[kBurst];
+  uint32_t tx_len_[kBurst];
+  PortCounters c_;
+};
+
+static_assert(transport::TxPort<EthPort>);
+
+uint64_t realtime_ns() noexcept;  // for capture timestamps
+
+template <class Handler>
+uint16_t EthPort::rx_burst(uint16_t queue, Handler &&h, uint64_t now_ns) noexcept {
+  rte_mbuf *pkts[kBurst];
+  const uint16_t n = rte_eth_rx_burst(port_id_, queue, pkts, kBurst);
+  for (uint16_t i = 0; i < n; ++i) {
+    rte_mbuf *m = pkts[i];
+    if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
+    const uint8_t *frame = rte_pktmbuf_mtod(m, const uint8_t *);
+    const uint32_t len = rte_pktmbuf_data_len(m);
+    ++c_.rx_packets;
+    c_.rx_bytes += rte_pktmbuf_pkt_len(m);
+    if (capture_ != nullptr) capture(frame, len);
+    if (m->nb_segs != 1) {
+      ++c_.rx_drops[static_cast<size_t>(RxDrop::kMultiSegment)];
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    const Classified k = classify(frame, len, mac_);
+    switch (k.cls) {
+      case FrameClass::kRoce:
+        if constexpr (std::is_same_v<std::decay_t<Handler>, NoEngine>) {
+          ++c_.rx_drops[static_cast<size_t>(RxDrop::kNoEngine)];
+        } else {
+          if (h(frame, len)) {
+            ++c_.rx_roce;
+          } else {
+            ++c_.rx_drops[static_cast<size_t>(RxDrop::kEngineRefused)];
+          }
+        }
+        break;
+      case FrameClass::kArp:
+      case FrameClass::kNd:
+        dispatch_local(k.cls, frame, len, now_ns);
+        break;
+      case FrameClass::kDrop:
+        ++c_.rx_drops[static_cast<size_t>(k.drop)];
+        break;
+    }
+    rte_pktmbuf_free(m);
+  }
+  return n;
+}
+
+}  // namespace uroce::port

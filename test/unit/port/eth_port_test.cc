@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// EthPort on a real DPDK ethdev: net_ring0, whose TX queue feeds its own RX queue, so every
+// frame sent comes back. The EAL runs with --no-huge -m 256 --no-pci and a per-process
+// file prefix.
+#include "port/eth_port.h"
+
+#include <gtest/gtest.h>
+#include <rte_dev.h>
+#include <rte_eal.h>
+#include <rte_mempool.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hex.h"
+#include "wire/packet.h"
+
+namespace uroce::port {
+namespace {
+
+rte_mempool *g_pool = nullptr;
+
+class EalEnv : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    config::Config cfg;
+    cfg.eal_args = {"--no-huge",
+                    "-m",
+                    "256",
+                    "--no-pci",
+                    "--log-level=*:error",
+                    "--file-prefix=uroce-ethport-test-" + std::to_string(getpid())};
+    config::PortConfig pc;
+    pc.name = "r0";
+    pc.device = "net_ring0";
+    cfg.ports.push_back(pc);
+    eal_ = std::make_unique<Eal>(eal_argv(cfg, "eth_port_test"));
+    g_pool = create_pool("test_pool", 1023, data_room_for(pc));
+  }
+  void TearDown() override {
+    free_pool(g_pool);
+    eal_.reset();
+  }
+
+ private:
+  std::unique_ptr<Eal> eal_;
+};
+
+const ::testing::Environment *const g_env =
+    ::testing::AddGlobalTestEnvironment(new EalEnv);  // gtest takes ownership
+
+// A fresh net_ring vdev per call: EthPort closes its ethdev when it goes, which releases a vdev.
+config::PortConfig ring_config() {
+  static int next = 10;
+  config::PortConfig pc;
+  pc.name = "r0";
+  pc.device = "net_ring" + std::to_string(next++);
+  const int r = rte_eal_hotplug_add("vdev", pc.device.c_str(), "");
+  EXPECT_EQ(r, 0) << "hotplug " << pc.device;
+  config::Ipv4Prefix a;
+  a.addr[0] = 10, a.addr[1] = 77, a.addr[2] = 0, a.addr[3] = 2;
+  a.len = 24;
+  pc.ipv4.push_back(a);
+  config::Ipv6Prefix b;
+  EXPECT_TRUE(config::parse_ipv6("fd00:77::2", b.addr));
+  b.len = 64;
+  pc.ipv6.push_back(b);
+  return pc;
+}
+
+void send(EthPort &p, const std::vector<uint8_t> &f) {
+  transport::TxBuf b = p.tx_alloc();
+  ASSERT_NE(b.data, nullptr);
+  ASSERT_GE(b.cap, f.size());
+  std::memcpy(b.data, f.data(), f.size());
+  p.tx_commit(b, static_cast<uint32_t>(f.size()));
+}
+
+// Receives until `want` frames came in or 100 empty polls passed (net_ring is synchronous:
+// frames are there as soon as tx_burst returned).
+template <class H>
+unsigned receive(EthPort &p, H &&h, unsigned want) {
+  unsigned got = 0;
+  for (int empty = 0; got < want && empty < 100;) {
+    const unsigned n = p.rx_burst(0, h, 1000);
+    got += n;
+    empty += n == 0;
+  }
+  return got;
+}
+
+std::vector<uint8_t> arp_request_for_us() {
+  return test::hex(
+      "ff ff ff ff ff ff 02 00 00 00 00 01 08 06 00 01 08 00 06 04 00 01"
+      " 02 00 00 00 00 01 0a 4d 00 01 00 00 00 00 00 00 0a 4d 00 02");
+}
+
+std::vector<uint8_t> roce_to(const uint8_t *mac) {
+  wire::PathInfo path;
+  std::memcpy(path.dmac, mac, 6);
+  const uint8_t peer[6] = {0x02, 0, 0, 0, 0, 1};
+  std::memcpy(path.smac, peer, 6);
+  path.sgid = wire::Gid::from_ipv4(10, 77, 0, 1);
+  path.dgid = wire::Gid::from_ipv4(10, 77, 0, 2);
+  wire::PacketDesc d;
+  d.path = &path;
+  d.f.opcode = wire::op::kRcSendOnly;
+  d.payload_len = 16;
+  std::vector<uint8_t> buf(256);
+  const uint8_t payload[16] = {1, 2, 3};
+  const wire::BuildResult r = wire::build_frame(buf.data(), buf.size(), d, payload);
+  EXPECT_TRUE(r.ok());
+  buf.resize(r.frame_len);
+  return buf;
+}
+
+TEST(EthPort, SetupAndGids) {
+  config::DaemonConfig dc;
+  EthPort p(ring_config(), dc, g_pool, 1);
+  EXPECT_EQ(p.name(), "r0");
+  EXPECT_EQ(p.mtu(), 1500);
+  ASSERT_EQ(p.gids().size(), 3u);
+  EXPECT_EQ(p.gids()[0].gid, wire::Gid::link_local_from_mac(p.mac()));
+  EXPECT_EQ(p.gids()[1].gid, wire::Gid::from_ipv4(10, 77, 0, 2));
+  EXPECT_FALSE(p.promiscuous());
+  EXPECT_NE(p.link_status(), "unknown");
+}
+
+TEST(EthPort, AnswersArpThroughTheRing) {
+  config::DaemonConfig dc;
+  EthPort p(ring_config(), dc, g_pool, 1);
+  send(p, arp_request_for_us());
+  p.flush();
+  EXPECT_EQ(p.counters().tx_packets, 1u);
+  EXPECT_EQ(p.counters().tx_bytes, 42u);
+  // The request comes back in, the ARP module answers through the TX batch.
+  ASSERT_EQ(receive(p, NoEngine{}, 1), 1u);
+  EXPECT_EQ(p.counters().rx_arp, 1u);
+  EXPECT_EQ(p.arp().counters().tx_replies, 1u);
+  p.flush();
+  EXPECT_EQ(p.counters().tx_packets, 2u);
+  EXPECT_EQ(p.counters().tx_bytes, 42u + 60u);
+  // The reply (to 02:..:01) comes back too and is not for us.
+  ASSERT_EQ(receive(p, NoEngine{}, 1), 1u);
+  EXPECT_EQ(p.counters().rx_drops[static_cast<size_t>(RxDrop::kNotForUs)], 1u);
+  EXPECT_EQ(p.counters().rx_packets, 2u);
+  EXPECT_EQ(p.counters().rx_bytes, 42u + 60u);
+}
+
+TEST(EthPort, RoceFramesGoToTheHandler) {
+  config::DaemonConfig dc;
+  EthPort p(ring_config(), dc, g_pool, 1);
+  const auto f = roce_to(p.mac());
+  send(p, f);
+  p.flush();
+  ASSERT_EQ(receive(p, NoEngine{}, 1), 1u);
+  EXPECT_EQ(p.counters().rx_drops[static_cast<size_t>(RxDrop::kNoEngine)], 1u);
+
+  std::vector<uint8_t> seen;
+  auto accept = [&](const uint8_t *frame, uint32_t len) noexcept {
+    seen.assign(frame, frame + len);
+    return true;
+  };
+  send(p, f);
+  p.flush();
+  ASSERT_EQ(receive(p, accept, 1), 1u);
+  EXPECT_EQ(seen, f);
+  EXPECT_EQ(p.counters().rx_roce, 1u);
+
+  auto refuse = [](const uint8_t *, uint32_t) noexcept { return false; };
+  send(p, f);
+  p.flush();
+  ASSERT_EQ(receive(p, refuse, 1), 1u);
+  EXPECT_EQ(p.counters().rx_drops[static_cast<size_t>(RxDrop::kEngineRefused)], 1u);
+}
+
+TEST(EthPort, TxBackPressureAbortAndTooLong) {
+  config::DaemonConfig dc;
+  EthPort p(ring_config(), dc, g_pool, 1);
+  // Let the RX queue's descriptors settle: count what is free now.
+  const unsigned avail = rte_mempool_avail_count(g_pool);
+  std::vector<transport::TxBuf> held;
+  for (;;) {
+    transport::TxBuf b = p.tx_alloc();
+    if (b.data == nullptr) break;
+    held.push_back(b);
+    ASSERT_LE(held.size(), 4096u);
+  }
+  EXPECT_EQ(held.size(), avail);
+  EXPECT_EQ(p.counters().tx_alloc_fail, 1u);
+  for (transport::TxBuf &b : held)
+    p.tx_abort(b);
+  EXPECT_EQ(rte_mempool_avail_count(g_pool), avail);
+  transport::TxBuf b = p.tx_alloc();
+  ASSERT_NE(b.data, nullptr);
+  p.tx_commit(b, b.cap + 1);
+  EXPECT_EQ(p.counters().tx_too_long, 1u);
+  EXPECT_EQ(rte_mempool_avail_count(g_pool), avail);
+  p.flush();
+  EXPECT_EQ(p.counters().tx_packets, 0u);
+}
+
+TEST(EthPort, AnnounceAndCapture) {
+  config::DaemonConfig dc;
+  EthPort p(ring_config(), dc, g_pool, 1);
+  char path[] = "/tmp/uroce-ethport-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  util::PcapWriter w;
+  ASSERT_TRUE(w.open(path));
+  p.set_capture(&w);
+  // 1 gratuitous ARP + unsolicited NA for the link-local and fd00:77::2.
+  EXPECT_EQ(p.announce(), 3u);
+  p.flush();
+  EXPECT_EQ(p.counters().tx_packets, 3u);
+  ASSERT_EQ(receive(p, NoEngine{}, 3), 3u);
+  // Our own frames come back: the modules recognise them.
+  EXPECT_EQ(p.arp().counters().drops[static_cast<size_t>(ArpDrop::kLoopedBack)], 1u);
+  EXPECT_EQ(p.nd().counters().drops[static_cast<size_t>(NdDrop::kLoopedBack)], 2u);
+  p.set_capture(nullptr);
+  EXPECT_EQ(w.frames(), 6u);  // 3 sent + 3 received
+  EXPECT_TRUE(w.close());
+  unlink(path);
+}
+
+TEST(EthPort, ResolveSendsRequest) {
+  config::DaemonConfig dc;
+  EthPort p(ring_config(), dc, g_pool, 1);
+  const uint8_t peer[4] = {10, 77, 0, 1};
+  uint8_t mac[6];
+  EXPECT_EQ(p.resolve_ipv4(peer, 0, mac), Resolve::kPending);
+  p.flush();
+  EXPECT_EQ(p.counters().tx_packets, 1u);
+  EXPECT_EQ(p.arp().counters().tx_requests, 1u);
+  uint8_t peer6[16];
+  ASSERT_TRUE(config::parse_ipv6("fd00:77::1", peer6));
+  EXPECT_EQ(p.resolve_ipv6(peer6, 0, mac), Resolve::kPending);
+  p.flush();
+  EXPECT_EQ(p.counters().tx_packets, 2u);
+  // Timers: the retransmission is due after retrans_ns (1 s by default).
+  p.timers(999'999'999);
+  p.flush();
+  EXPECT_EQ(p.counters().tx_packets, 2u);
+  p.timers(1'000'000'000);
+  p.flush();
+  EXPECT_EQ(p.counters().tx_packets, 4u);
+}
+
+TEST(EthPort, TooManyQueuesIsAClearError) {
+  config::DaemonConfig dc;
+  try {
+    EthPort p(ring_config(), dc, g_pool, 1000);
+    ADD_FAILURE() << "no error";
+  } catch (const PortError &e) {
+    EXPECT_NE(std::string(e.what()).find("queues wanted"), std::string::npos) << e.what();
+  }
+}
+
+TEST(EthPort, UnknownDeviceIsAClearError) {
+  config::PortConfig pc = ring_config();
+  pc.device = "net_ring7";  // never created
+  config::DaemonConfig dc;
+  try {
+    EthPort p(pc, dc, g_pool, 1);
+    ADD_FAILURE() << "no error";
+  } catch (const PortError &e) {
+    EXPECT_NE(std::string(e.what()).find("no ethdev named 'net_ring7'"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(EalArgs, BuiltFromConfig) {
+  config::Config cfg;
+  cfg.eal_args = {"--no-huge"};
+  cfg.daemon.workers = {3, 1};
+  config::PortConfig a, b;
+  a.name = "a";
+  a.device = "net_memif0,role=server";
+  b.name = "b";
+  b.device = "03:00.0";
+  cfg.ports = {a, b};
+  const std::vector<std::string> want = {
+      "x", "--no-huge", "-l", "1,3", "--vdev=net_memif0,role=server", "-a", "03:00.0"};
+  EXPECT_EQ(eal_argv(cfg, "x"), want);
+  EXPECT_EQ(ethdev_name(a), "net_memif0");
+  EXPECT_EQ(ethdev_name(b), "0000:03:00.0");
+  cfg.eal_args = {"-l0", "--no-pci"};
+  EXPECT_THROW(eal_argv(cfg, "x"), PortError);  // PCI port with --no-pci
+  cfg.ports = {a};
+  EXPECT_EQ(eal_argv(cfg, "x").size(), 4u);  // -l0 given: no -l added
+}
+
+TEST(EalArgs, DataRoom) {
+  config::PortConfig p;
+  p.name = "p";
+  p.device = "net_ring0";
+  EXPECT_EQ(data_room_for(p), RTE_MBUF_DEFAULT_BUF_SIZE);
+  p.mtu = 4200;
+  EXPECT_GE(data_room_for(p), RTE_PKTMBUF_HEADROOM + 4200 + 14 + 4);
+  p.mtu = 1500;
+  p.device = "net_af_packet0,iface=veth0,blocksz=8192,framesz=8192";
+  EXPECT_EQ(data_room_for(p), 8192 + RTE_PKTMBUF_HEADROOM);  // FACTS: framesz <= data room
+}
+
+}  // namespace
+}  // namespace uroce::port

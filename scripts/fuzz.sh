@@ -6,6 +6,7 @@
 #   scripts/fuzz.sh [SECONDS]
 #   FUZZ_BUILD_DIR=...  build directory (default: build-fuzz at the repository root)
 #   FUZZ_JOBS=N         ninja parallelism (default 2)
+#   FUZZ_EXTRA_ARGS=... more libFuzzer flags (e.g. "-jobs=2 -workers=2"), after the defaults
 set -euo pipefail
 
 secs=${1:-60}
@@ -41,7 +42,7 @@ for t in "${targets[@]}"; do
        UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
        "$bdir/test/fuzz/$t" -max_total_time="$secs" -timeout=25 -rss_limit_mb=2048 \
          -max_len="${max_len[$t]}" -print_final_stats=1 \
-         -artifact_prefix="$artifacts/$t-" "$corpus" "$seeds"; then
+         -artifact_prefix="$artifacts/$t-" ${FUZZ_EXTRA_ARGS:-} "$corpus" "$seeds"; then
     echo "fuzz.sh: $t FAILED; inputs in $artifacts/" >&2
     status=1
   fi

@@ -204,6 +204,7 @@ class EngineCore {
 
   // ---- responder (resp.cc) ----
   void responder_rx(Qp &qp, const wire::ParsedPacket &p) noexcept;
+  void responder_step(Qp &qp, const wire::ParsedPacket &p) noexcept;
   void resp_fatal(Qp &qp, aeth::NakCode code, WcStatus recv_status, uint32_t psn) noexcept;
 
   // ---- completer and retries (comp.cc) ----

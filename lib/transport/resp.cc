@@ -67,6 +67,13 @@ void EngineCore::resp_fatal(Qp &qp, aeth::NakCode code, WcStatus recv_status,
 }
 
 void EngineCore::responder_rx(Qp &qp, const wire::ParsedPacket &p) noexcept {
+  responder_step(qp, p);
+  // Whatever the outcome, queued responses (ACK, NAK, RNR NAK, READ / atomic replies) are
+  // sent by the next poll.
+  if (!qp.acks.empty() || qp.fatal_nak_pending) activate(qp);
+}
+
+void EngineCore::responder_step(Qp &qp, const wire::ParsedPacket &p) noexcept {
   const wire::Bth *bth = p.bth();
   const uint32_t psn = bth->psn();
   const uint8_t opc = bth->opcode();
@@ -500,7 +507,6 @@ void EngineCore::responder_rx(Qp &qp, const wire::ParsedPacket &p) noexcept {
         break;
     }
   }
-  if (!qp.acks.empty()) activate(qp);
 }
 
 }  // namespace uroce::transport

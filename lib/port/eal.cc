@@ -75,16 +75,17 @@ std::string ethdev_name(const config::PortConfig &p) {
   return p.device.substr(0, p.device.find(','));
 }
 
+uint32_t af_packet_framesz(const config::PortConfig &p) {
+  const std::string n = ethdev_name(p);
+  if (n.rfind("net_af_packet", 0) != 0 && n.rfind("eth_af_packet", 0) != 0) return 0;
+  const std::string fs = vdev_arg(p.device, "framesz");
+  return fs.empty() ? 2048 : static_cast<uint32_t>(std::strtoul(fs.c_str(), nullptr, 10));
+}
+
 uint16_t data_room_for(const config::PortConfig &p) {
-  // Ethernet header + one VLAN tag + FCS room, above the MTU.
-  uint32_t need = p.mtu + 14 + 4 + 4;
-  if (ethdev_name(p).rfind("net_af_packet", 0) == 0 ||
-      ethdev_name(p).rfind("eth_af_packet", 0) == 0) {
-    const std::string fs = vdev_arg(p.device, "framesz");
-    const uint32_t framesz =
-        fs.empty() ? 2048 : static_cast<uint32_t>(std::strtoul(fs.c_str(), nullptr, 10));
-    need = std::max(need, framesz);
-  }
+  // Ethernet header + one VLAN tag + FCS room above the MTU, and for net_af_packet its whole
+  // framesz (FACTS: framesz must not exceed the mbuf data room).
+  uint32_t need = std::max(p.mtu + 14 + 4 + 4, af_packet_framesz(p));
   need = (need + 63) / 64 * 64;
   const uint32_t room = std::max<uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, need + RTE_PKTMBUF_HEADROOM);
   if (room > UINT16_MAX)

@@ -29,6 +29,12 @@ std::vector<std::string> eal_argv(const config::Config &cfg, const std::string &
 // address in DDDD:BB:DD.F form.
 std::string ethdev_name(const config::PortConfig &p);
 
+// net_af_packet's framesz (its device argument, default 2048), or 0 for any other device.
+uint32_t af_packet_framesz(const config::PortConfig &p);
+// Bytes of an af_packet frame slot that do not carry the Ethernet frame (tpacket2 header,
+// sockaddr_ll, alignment), with margin.
+inline constexpr uint32_t kAfPacketFrameOverhead = 96;
+
 // mbuf data room (headroom included) for a port: room for an MTU-sized frame with a VLAN tag
 // and, for net_af_packet, for its framesz (FACTS: framesz must not exceed the data room).
 uint16_t data_room_for(const config::PortConfig &p);

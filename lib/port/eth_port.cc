@@ -40,6 +40,34 @@ EthPort::EthPort(const config::PortConfig &pc, const config::DaemonConfig &dc, r
                     ") refuses MTU " + std::to_string(pc.mtu) + ": its range is " +
                     std::to_string(info.min_mtu) + " .. " + std::to_string(info.max_mtu) +
                     " (set [port " + name_ + "] mtu accordingly)");
+  // The ethdev layer's own check (eth_dev_get_overhead_len): MTU + L2 overhead must fit the
+  // largest frame the PMD receives.
+  const uint32_t overhead = (info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu)
+                                ? info.max_rx_pktlen - info.max_mtu
+                                : RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+  bool ethdev_mtu = true;
+  if (pc.mtu + overhead > info.max_rx_pktlen) {
+    // net_af_packet (22.11) reports max_rx_pktlen 1518 whatever its framesz, yet carries frames
+    // up to framesz less its tpacket header: the MTU is then the kernel interface's business.
+    const uint32_t framesz = af_packet_framesz(pc);
+    if (framesz != 0 && pc.mtu + 14 + 4 + kAfPacketFrameOverhead <= framesz) {
+      ethdev_mtu = false;
+      note("net_af_packet: ethdev MTU left at its default (the PMD reports max_rx_pktlen " +
+           std::to_string(info.max_rx_pktlen) + "); frames up to " +
+           std::to_string(framesz - kAfPacketFrameOverhead) +
+           " bytes pass, the interface MTU (ip link) must be at least " + std::to_string(pc.mtu));
+    } else {
+      throw PortError(
+          "port '" + name_ + "': the PMD (" + std::string(info.driver_name) + ") refuses MTU " +
+          std::to_string(pc.mtu) + ": it receives frames of at most " +
+          std::to_string(info.max_rx_pktlen) + " bytes, the MTU needs " +
+          std::to_string(pc.mtu + overhead) +
+          (framesz != 0 ? " (net_af_packet: raise framesz and blocksz in the device string to at "
+                          "least MTU + " +
+                              std::to_string(14 + 4 + kAfPacketFrameOverhead) + ")"
+                        : ""));
+    }
+  }
   const uint32_t frame = pc.mtu + 14 + 4;
   const uint32_t room = rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM;
   if (frame > room)
@@ -47,7 +75,7 @@ EthPort::EthPort(const config::PortConfig &pc, const config::DaemonConfig &dc, r
                     std::to_string(frame) + " bytes, the mbufs hold " + std::to_string(room));
 
   rte_eth_conf conf{};
-  conf.rxmode.mtu = pc.mtu;
+  if (ethdev_mtu) conf.rxmode.mtu = pc.mtu;
   r = rte_eth_dev_configure(port_id_, nb_queues, nb_queues, &conf);
   if (r != 0) fail(name_, "rte_eth_dev_configure (MTU " + std::to_string(pc.mtu) + ")", r);
   uint16_t nrx = dc.rx_desc, ntx = dc.tx_desc;
@@ -61,7 +89,7 @@ EthPort::EthPort(const config::PortConfig &pc, const config::DaemonConfig &dc, r
     r = rte_eth_tx_queue_setup(port_id_, q, ntx, sock, nullptr);
     if (r != 0) fail(name_, "rte_eth_tx_queue_setup queue " + std::to_string(q), r);
   }
-  r = rte_eth_dev_set_mtu(port_id_, static_cast<uint16_t>(pc.mtu));
+  r = ethdev_mtu ? rte_eth_dev_set_mtu(port_id_, static_cast<uint16_t>(pc.mtu)) : 0;
   if (r != 0 && r != -ENOTSUP)
     fail(name_, "the PMD refused MTU " + std::to_string(pc.mtu) + " (rte_eth_dev_set_mtu)", r);
   mtu_ = static_cast<uint16_t>(pc.mtu);

@@ -14,6 +14,8 @@ PKGS=(
   python3 python3-scapy tshark
   # rdma-core tools run unmodified over the shim, and network tooling for tests
   ibverbs-utils perftest rdma-core iproute2
+  # uroced integration test (test/integration): ARP and ND probes from the Linux side
+  iputils-arping iputils-ping ndisc6
 )
 
 SUDO=""

@@ -27,6 +27,16 @@ EthPort::EthPort(const config::PortConfig &pc, const config::DaemonConfig &dc, r
                  uint16_t nb_queues, const NeighParams &neigh)
     : name_(pc.name), pool_(pool) {
   port_id_ = port_id_of(pc);
+  try {
+    setup(pc, dc, nb_queues, neigh);
+  } catch (...) {
+    stop();  // a half-configured ethdev is stopped and closed before the error goes up
+    throw;
+  }
+}
+
+void EthPort::setup(const config::PortConfig &pc, const config::DaemonConfig &dc,
+                    uint16_t nb_queues, const NeighParams &neigh) {
   rte_eth_dev_info info{};
   int r = rte_eth_dev_info_get(port_id_, &info);
   if (r != 0) fail(name_, "rte_eth_dev_info_get", r);
@@ -69,7 +79,7 @@ EthPort::EthPort(const config::PortConfig &pc, const config::DaemonConfig &dc, r
     }
   }
   const uint32_t frame = pc.mtu + 14 + 4;
-  const uint32_t room = rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM;
+  const uint32_t room = rte_pktmbuf_data_room_size(pool_) - RTE_PKTMBUF_HEADROOM;
   if (frame > room)
     throw PortError("port '" + name_ + "': MTU " + std::to_string(pc.mtu) + " needs frames of " +
                     std::to_string(frame) + " bytes, the mbufs hold " + std::to_string(room));
@@ -84,7 +94,7 @@ EthPort::EthPort(const config::PortConfig &pc, const config::DaemonConfig &dc, r
   const int socket = rte_eth_dev_socket_id(port_id_);
   const unsigned sock = socket < 0 ? 0u : static_cast<unsigned>(socket);
   for (uint16_t q = 0; q < nb_queues; ++q) {
-    r = rte_eth_rx_queue_setup(port_id_, q, nrx, sock, nullptr, pool);
+    r = rte_eth_rx_queue_setup(port_id_, q, nrx, sock, nullptr, pool_);
     if (r != 0) fail(name_, "rte_eth_rx_queue_setup queue " + std::to_string(q), r);
     r = rte_eth_tx_queue_setup(port_id_, q, ntx, sock, nullptr);
     if (r != 0) fail(name_, "rte_eth_tx_queue_setup queue " + std::to_string(q), r);

@@ -106,6 +106,8 @@ class EthPort {
   void stop() noexcept;  // stops and closes the ethdev (idempotent; the destructor calls it)
 
  private:
+  void setup(const config::PortConfig &pc, const config::DaemonConfig &dc, uint16_t nb_queues,
+             const NeighParams &neigh);
   void note(const std::string &text);
   void capture(const uint8_t *frame, uint32_t len) noexcept;
   void send_copy(const uint8_t *frame, size_t len) noexcept;  // slow path: ARP/ND replies

@@ -226,5 +226,25 @@ else
     || fail "ICMPv6 checksums: $good good of $all"
 fi
 
+# --- SIGINT stops it cleanly too (second run, no capture)
+ip netns exec "$NS_D" env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced.conf" \
+  --set daemon.pcap= >"$WORK/uroced2.log" 2>&1 &
+PID=$!
+for _ in $(seq 600); do
+  grep -q "uroced: running" "$WORK/uroced2.log" 2>/dev/null && break
+  kill -0 "$PID" 2>/dev/null || break
+  sleep 0.1
+done
+if grep -q "uroced: running" "$WORK/uroced2.log"; then
+  stop_uroced INT; rc=$?
+  if [ $rc -eq 0 ] && grep -q "uroced: stopped" "$WORK/uroced2.log"; then
+    pass "SIGINT: clean exit 0"
+  else
+    fail "SIGINT: exit $rc: $(tail -5 "$WORK/uroced2.log")"
+  fi
+else
+  fail "second start did not come up: $(tail -5 "$WORK/uroced2.log")"
+fi
+
 echo "$FAILS failure(s)"
 [ "$FAILS" -eq 0 ]

@@ -270,11 +270,12 @@ ParseError parse_frame(const uint8_t *buf, size_t len, ParsedPacket *out, uint32
     if (udp_checksum(buf + p.l3_off, p.ipv6, buf + off, l4_avail) != udp->checksum())
       return ParseError::kBadUdpChecksum;
   }
-  p.frame_len = static_cast<uint32_t>(off + l4_avail);
-
   // BTH .. ICRC
   const size_t roce_len = l4_avail - UdpHdr::kSize;
   if (roce_len < Bth::kSize + kIcrcSize) return ParseError::kTruncatedBth;
+  // Set only now: a ParsedPacket whose frame_len is set always has room for the masked headers
+  // and the ICRC (rewrite_icrc relies on it).
+  p.frame_len = static_cast<uint32_t>(off + l4_avail);
   p.bth_off = static_cast<uint16_t>(off + UdpHdr::kSize);
   const size_t icrc_off = p.frame_len - kIcrcSize;
   p.icrc = icrc_load(buf + icrc_off);
@@ -296,7 +297,8 @@ ParseError parse_frame(const uint8_t *buf, size_t len, ParsedPacket *out, uint32
   if (!o.has(kMaskPayload)) {
     if (pad != 0) return ParseError::kBadPadCount;
     if (body != 0) return ParseError::kUnexpectedPayload;
-  } else if (pad > body) {
+  } else if (pad > body || (body & 3) != 0) {
+    // Payload + pad is a whole number of 4-byte words (IBTA 9.2: PadCnt aligns the payload).
     return ParseError::kBadPadCount;
   }
   p.pad = pad;
@@ -305,9 +307,11 @@ ParseError parse_frame(const uint8_t *buf, size_t len, ParsedPacket *out, uint32
   return ParseError::kOk;
 }
 
-void rewrite_icrc(uint8_t *frame, const ParsedPacket &p) noexcept {
+bool rewrite_icrc(uint8_t *frame, const ParsedPacket &p) noexcept {
+  if (p.frame_len < size_t{p.l3_off} + icrc_masked_len(p.ipv6) + kIcrcSize) return false;
   const uint32_t icrc_off = p.frame_len - static_cast<uint32_t>(kIcrcSize);
   icrc_store(frame + icrc_off, icrc_compute(frame + p.l3_off, icrc_off - p.l3_off, p.ipv6));
+  return true;
 }
 
 const char *parse_error_str(ParseError e) noexcept {

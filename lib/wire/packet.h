@@ -191,8 +191,10 @@ ParseError parse_frame(const uint8_t *buf, size_t len, ParsedPacket *out,
                        uint32_t flags = kParseDefault,
                        Transport expect = Transport::kNone) noexcept;
 
-// Recomputes and rewrites the ICRC of a parsed-shape frame (used by tests and fault injection).
-void rewrite_icrc(uint8_t *frame, const ParsedPacket &p) noexcept;
+// Recomputes and rewrites the ICRC of a parsed frame (used by tests and fault injection). Works on
+// any ParsedPacket whose frame_len is set (parse got at least past the UDP and BTH length
+// checks); returns false, writing nothing, otherwise.
+bool rewrite_icrc(uint8_t *frame, const ParsedPacket &p) noexcept;
 
 // UDP checksum over the pseudo header (RFC 768 / RFC 8200 8.1); returns the value to store.
 uint16_t udp_checksum(const uint8_t *l3, bool ipv6, const uint8_t *udp, size_t udp_len) noexcept;

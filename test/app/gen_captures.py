@@ -109,8 +109,19 @@ def l2(vlan=None):
     return e / Dot1Q(vlan=vlan, prio=3) if vlan is not None else e
 
 
+def pad_body(bth, body):
+    """Pads the body to whole 4-byte words and sets the BTH pad count, as every RoCE sender
+    does (IBTA 9.2); bodies that are already whole words are left as they are."""
+    n = (4 - len(body) % 4) % 4
+    if n:
+        bth.padcount = n
+        body = body + b"\0" * n
+    return body
+
+
 def roce4(bth, body=b"", ip=None, udp=None, vlan=None):
     """IPv4 RoCE frame; scapy computes the ICRC (bth.icrc left None)."""
+    body = pad_body(bth, body)
     ip_kw = {"src": IP4_A, "dst": IP4_B, "tos": 0x02}
     ip_kw.update(ip or {})
     udp_kw = {"sport": 0xC123, "dport": ROCE_PORT, "chksum": 0}
@@ -123,6 +134,7 @@ def roce4(bth, body=b"", ip=None, udp=None, vlan=None):
 
 def roce6(bth, body=b"", vlan=None, corrupt_icrc=False):
     """IPv6 RoCE frame with the ICRC computed by icrc_v6 (UDP checksum 0, as RoCE sends)."""
+    body = pad_body(bth, body)
     bth.icrc = 0
     p = l2(vlan) / IPv6(src=IP6_A, dst=IP6_B, tc=0x0A, fl=0x12345) / UDP(
         sport=0xC456, dport=ROCE_PORT, chksum=0) / bth
@@ -263,7 +275,7 @@ def mixed_frames(c):
     c.roce(roce4(BTH(opcode=0x17, dqpn=0x11, psn=14, padcount=1),
                  struct.pack("!I", 0x1234) + b"inv" + b"\0"), 0x17)
     # --- invalid RoCE frames ---
-    good = roce4(BTH(opcode=0x04, dqpn=0x11, psn=20), b"payload to corrupt")
+    good = roce4(BTH(opcode=0x04, dqpn=0x11, psn=20), b"payload to corrupt!!")  # 20 B: whole words
     c.roce(flip(good, -1), 0x04, reason=BAD_ICRC, reason_no_icrc=None)  # ICRC byte
     c.roce(flip(good, -8), 0x04, reason=BAD_ICRC, reason_no_icrc=None)  # payload byte
     c.roce(roce4(BTH(opcode=0x11, dqpn=0x33, psn=21), aeth(0, 3), ip={"chksum": 0x1234}), 0x11,
@@ -280,7 +292,7 @@ def mixed_frames(c):
     c.roce(raw(Ether(src=MAC_A, dst=MAC_B) / IP(src=IP4_A, dst=IP4_B) /
                UDP(sport=0xC000, dport=ROCE_PORT, chksum=0) / Raw(b"\x04" * 10)), None,
            reason=TRUNC_BTH, proto=None)
-    c.roce(roce4(BTH(opcode=0x04, dqpn=0x11, psn=28), b"udplen", udp={"len": 8 + 12 + 8 + 4}),
+    c.roce(roce4(BTH(opcode=0x04, dqpn=0x11, psn=28), b"udplen", udp={"len": 8 + 12 + 4 + 4}),
            0x04, reason=BAD_UDP_LEN, proto=None)
     c.roce(roce6(BTH(opcode=0x04, dqpn=0x77, psn=102), b"ipv6 bad", corrupt_icrc=True), 0x04,
            reason=BAD_ICRC, reason_no_icrc=None, proto="ipv6")

@@ -279,6 +279,41 @@ TEST_F(ParseErrors, PadLargerThanPayload) {
   EXPECT_EQ(parse(f), ParseError::kBadPadCount);
 }
 
+TEST_F(ParseErrors, PayloadPlusPadMustBeWholeWords) {
+  // 8 payload bytes, pad 0: shorten the body by 3 bytes (IP and UDP lengths follow), so 5 bytes
+  // of payload with pad 0 remain: not a multiple of 4.
+  auto f = frame_;
+  f.erase(f.begin() + 42 + 12 + 5, f.begin() + 42 + 12 + 8);
+  hdr_at<Ipv4Hdr>(f.data() + 14)->set_total_len(static_cast<uint16_t>(f.size() - 14));
+  hdr_at<UdpHdr>(f.data() + 34)->set_length(static_cast<uint16_t>(f.size() - 34));
+  reseal(f);
+  EXPECT_EQ(parse(f), ParseError::kBadPadCount);
+  // Whatever the pad count says, a 5-byte body is not whole words.
+  f[42 + 1] |= 0x10;
+  reseal(f);
+  EXPECT_EQ(parse(f), ParseError::kBadPadCount);
+}
+
+TEST_F(ParseErrors, RewriteIcrcRefusesFramesWithoutRoomForBthAndIcrc) {
+  // UDP datagram of 8 + 10 bytes: parse stops at kTruncatedBth and leaves frame_len unset.
+  auto f = frame_;
+  f.resize(42 + 10);
+  hdr_at<Ipv4Hdr>(f.data() + 14)->set_total_len(static_cast<uint16_t>(f.size() - 14));
+  hdr_at<Ipv4Hdr>(f.data() + 14)->fill_checksum();
+  hdr_at<UdpHdr>(f.data() + 34)->set_length(18);
+  f.shrink_to_fit();
+  ParsedPacket p;
+  ASSERT_EQ(parse_frame(f.data(), f.size(), &p), ParseError::kTruncatedBth);
+  EXPECT_EQ(p.frame_len, 0u);
+  EXPECT_FALSE(rewrite_icrc(f.data(), p));
+  // A frame that parsed far enough is rewritten.
+  auto g = frame_;
+  g[g.size() - 1] ^= 0xFF;
+  ASSERT_EQ(parse_frame(g.data(), g.size(), &p), ParseError::kBadIcrc);
+  EXPECT_TRUE(rewrite_icrc(g.data(), p));
+  EXPECT_EQ(parse_frame(g.data(), g.size(), &p), ParseError::kOk);
+}
+
 TEST(Packet, EthernetPaddingAfterIpIsIgnored) {
   PathInfo path = v4_path();
   PacketDesc d;

@@ -383,7 +383,6 @@ Config parse(std::string_view text, std::string_view filename,
     cfg.ports.push_back(std::move(p));
   }
   std::map<std::string, const Entry *> mtu_entry, device_entry;
-  bool workers_set = false;
   for (const Entry &e : entries) {
     if (e.section == "eal") {  // args
       std::istringstream in(e.value);
@@ -403,7 +402,6 @@ Config parse(std::string_view text, std::string_view filename,
         d.socket = e.value;
       } else if (e.key == "workers") {
         d.workers = parse_lcore_list(e);
-        workers_set = true;
       } else if (e.key == "mbufs") {
         d.mbufs = parse_uint<uint32_t>(e, 511, 16u << 20);
       } else if (e.key == "rx_desc") {
@@ -443,7 +441,6 @@ Config parse(std::string_view text, std::string_view filename,
       }
     }
   }
-  (void)workers_set;
 
   // Whole-config checks.
   std::map<std::string, std::string> addr_owner;  // address text -> where

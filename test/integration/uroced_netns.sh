@@ -54,6 +54,8 @@ cleanup() {
   stop_uroced TERM >/dev/null 2>&1
   ip netns del "$NS_D" 2>/dev/null
   ip netns del "$NS_P" 2>/dev/null
+  # DPDK leaves its runtime directory (a few MB on tmpfs) behind: remove our two prefixes.
+  rm -rf "/var/run/dpdk/uroce-itest-$ID" "/var/run/dpdk/uroce-itest-$ID-mtu"
   if [ "$FAILS" -ne 0 ]; then
     echo "--- uroced log"; cat "$WORK/uroced.log" 2>/dev/null
   fi

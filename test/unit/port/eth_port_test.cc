@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,7 +43,11 @@ class EalEnv : public ::testing::Environment {
   }
   void TearDown() override {
     free_pool(g_pool);
+    const std::string runtime_dir = rte_eal_get_runtime_dir();
     eal_.reset();
+    // rte_eal_cleanup leaves the runtime directory (a few MB of tmpfs) behind.
+    std::error_code ec;
+    std::filesystem::remove_all(runtime_dir, ec);
   }
 
  private:

@@ -287,6 +287,26 @@ TEST(Arp, BoundedTable) {
   EXPECT_EQ(arp.table().used(), 2u);
 }
 
+TEST(Arp, FullTableEvictsLeastRecentlyUsedStaleEntry) {
+  NeighParams p;
+  p.capacity = 2;
+  Arp arp = make_arp(p);
+  uint8_t mac[6], out[128];
+  size_t n;
+  auto req = hex(kRequest);
+  arp.input(req.data(), req.size(), 0, out, sizeof out);  // learns 10.77.0.1 at t=0 (stale)
+  req[27] = 0x05;                                         // sender 02:00:00:00:00:05 ...
+  req[31] = 5;                                            // ... 10.77.0.5, learnt at t=10
+  arp.input(req.data(), req.size(), 10, out, sizeof out);
+  EXPECT_EQ(arp.table().used(), 2u);
+  const uint8_t fresh[4] = {10, 77, 0, 9}, first[4] = {10, 77, 0, 1}, second[4] = {10, 77, 0, 5};
+  EXPECT_EQ(arp.resolve(fresh, 20, mac, out, sizeof out, &n), Resolve::kPending);
+  EXPECT_EQ(n, Arp::kFrameLen);
+  EXPECT_EQ(arp.table().evictions(), 1u);
+  EXPECT_EQ(arp.table().find(first), nullptr);  // the least recently used one went
+  EXPECT_NE(arp.table().find(second), nullptr);
+}
+
 TEST(Arp, NoSourceAddress) {
   Arp arp(kOurMac, {}, {});
   const uint8_t peer[4] = {10, 77, 0, 1};

@@ -305,6 +305,36 @@ TEST(Nd, ResolveWithSolicitationThenAdvertisement) {
   EXPECT_EQ(nd.table().find(peer)->state, NeighState::kReachable);
 }
 
+TEST(Nd, StaleEntryRefreshedWithUnicastSolicitation) {
+  NeighParams p;
+  p.retrans_ns = 100;
+  Nd nd = make_nd(p);
+  const auto ns = hex(kLinuxNs);
+  uint8_t out[128], mac[6];
+  nd.input(ns.data(), ns.size(), 0, out, sizeof out);  // learns fe80::9c2d:ff:fe2f:ed47 (stale)
+  const uint8_t *peer = ns.data() + 22;
+  size_t n = 0;
+  ASSERT_EQ(nd.resolve(peer, 10, mac, out, sizeof out, &n), Resolve::kResolved);
+  const uint8_t peer_mac[6] = {0x9e, 0x2d, 0x00, 0x2f, 0xed, 0x47};
+  EXPECT_EQ(0, std::memcmp(mac, peer_mac, 6));
+  ASSERT_EQ(n, Nd::kNsLen);  // refresh: unicast NS to the known MAC and the address itself
+  EXPECT_EQ(0, std::memcmp(out, peer_mac, 6));
+  EXPECT_EQ(0, std::memcmp(out + 38, peer, 16));
+  uint8_t ll[16];
+  ASSERT_TRUE(config::parse_ipv6("fe80::50b8:2dff:fe95:2538", ll));
+  EXPECT_EQ(0, std::memcmp(out + 22, ll, 16));
+  EXPECT_EQ(nd.table().find(peer)->state, NeighState::kProbe);
+  // Unanswered unicast probes end in failure.
+  // (poll() is called until it returns 0, as the daemon does.)
+  EXPECT_EQ(nd.poll(110, out, sizeof out), Nd::kNsLen);
+  EXPECT_EQ(0, std::memcmp(out, peer_mac, 6));
+  EXPECT_EQ(nd.poll(110, out, sizeof out), 0u);
+  EXPECT_EQ(nd.poll(310, out, sizeof out), Nd::kNsLen);
+  EXPECT_EQ(nd.poll(310, out, sizeof out), 0u);
+  EXPECT_EQ(nd.poll(710, out, sizeof out), 0u);
+  EXPECT_EQ(nd.table().find(peer)->state, NeighState::kFailed);
+}
+
 TEST(Nd, RetransmitsThenFails) {
   NeighParams p;
   p.retrans_ns = 100;

@@ -15,10 +15,11 @@ case "$secs" in
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 bdir=${FUZZ_BUILD_DIR:-$root/build-fuzz}
-targets=(parse_frame_fuzz build_parse_fuzz)
+targets=(parse_frame_fuzz build_parse_fuzz ctl_fuzz)
 declare -A seed_kind=([parse_frame_fuzz]=parse [build_parse_fuzz]=build)
-# Jumbo frames for the parser; the builder's input is a description, its payload a u16 length.
-declare -A max_len=([parse_frame_fuzz]=9300 [build_parse_fuzz]=4096)
+# Jumbo frames for the parser; the builder's input is a description, its payload a u16 length;
+# a control message is at most 4096 bytes behind its mode byte.
+declare -A max_len=([parse_frame_fuzz]=9300 [build_parse_fuzz]=4096 [ctl_fuzz]=4200)
 
 if [ ! -f "$bdir/build.ninja" ]; then
   CXX=clang++ CC=clang meson setup "$bdir" "$root" -Dfuzz=true -Db_lundef=false
@@ -28,7 +29,8 @@ elif [ "$(meson introspect --buildoptions "$bdir" |
 fi
 
 # Only the fuzz targets: the rest of the tree is built and tested by the normal builds.
-ninja -C "$bdir" -j"${FUZZ_JOBS:-2}" test/fuzz/fuzz_seed_gen "${targets[@]/#/test/fuzz/}"
+ninja -C "$bdir" -j"${FUZZ_JOBS:-2}" test/fuzz/fuzz_seed_gen test/fuzz/ctl_seed_gen \
+  "${targets[@]/#/test/fuzz/}"
 
 status=0
 for t in "${targets[@]}"; do
@@ -36,7 +38,11 @@ for t in "${targets[@]}"; do
   corpus="$bdir/fuzz-corpus/$t"  # what libFuzzer finds, kept between runs
   artifacts="$bdir/fuzz-artifacts"
   mkdir -p "$corpus" "$artifacts"
-  "$bdir/test/fuzz/fuzz_seed_gen" "${seed_kind[$t]}" "$seeds"
+  if [ "$t" = ctl_fuzz ]; then
+    "$bdir/test/fuzz/ctl_seed_gen" "$seeds" "$bdir/fuzz-seeds/ctl.stamp"
+  else
+    "$bdir/test/fuzz/fuzz_seed_gen" "${seed_kind[$t]}" "$seeds"
+  fi
   echo "fuzz.sh: $t for ${secs}s"
   if ! ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1}" \
        UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \

@@ -97,6 +97,15 @@ unsigned receive(EthPort &p, H &&h, unsigned want) {
   return got;
 }
 
+// Every frame received went exactly one way: ARP, ND, accepted by the engine, or a drop reason.
+void expect_accounted(const EthPort &p) {
+  const PortCounters &c = p.counters();
+  uint64_t n = c.rx_arp + c.rx_nd + c.rx_roce;
+  for (uint64_t d : c.rx_drops)
+    n += d;
+  EXPECT_EQ(n, c.rx_packets);
+}
+
 std::vector<uint8_t> arp_request_for_us() {
   return test::hex(
       "ff ff ff ff ff ff 02 00 00 00 00 01 08 06 00 01 08 00 06 04 00 01"
@@ -153,6 +162,7 @@ TEST(EthPort, AnswersArpThroughTheRing) {
   EXPECT_EQ(p.counters().rx_drops[static_cast<size_t>(RxDrop::kNotForUs)], 1u);
   EXPECT_EQ(p.counters().rx_packets, 2u);
   EXPECT_EQ(p.counters().rx_bytes, 42u + 60u);
+  expect_accounted(p);
 }
 
 TEST(EthPort, RoceFramesGoToTheHandler) {
@@ -180,6 +190,7 @@ TEST(EthPort, RoceFramesGoToTheHandler) {
   p.flush();
   ASSERT_EQ(receive(p, refuse, 1), 1u);
   EXPECT_EQ(p.counters().rx_drops[static_cast<size_t>(RxDrop::kEngineRefused)], 1u);
+  expect_accounted(p);
 }
 
 TEST(EthPort, TxBackPressureAbortAndTooLong) {
@@ -228,6 +239,7 @@ TEST(EthPort, AnnounceAndCapture) {
   EXPECT_EQ(p.nd().counters().drops[static_cast<size_t>(NdDrop::kLoopedBack)], 2u);
   p.set_capture(nullptr);
   EXPECT_EQ(w.frames(), 6u);  // 3 sent + 3 received
+  expect_accounted(p);
   EXPECT_TRUE(w.close());
   unlink(path);
 }

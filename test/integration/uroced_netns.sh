@@ -55,7 +55,8 @@ cleanup() {
   ip netns del "$NS_D" 2>/dev/null
   ip netns del "$NS_P" 2>/dev/null
   # DPDK leaves its runtime directory (a few MB on tmpfs) behind: remove our two prefixes.
-  rm -rf "/var/run/dpdk/uroce-itest-$ID" "/var/run/dpdk/uroce-itest-$ID-mtu"
+  rm -rf "/var/run/dpdk/uroce-itest-$ID" "/var/run/dpdk/uroce-itest-$ID-mtu" \
+    "/var/run/dpdk/uroce-itest-$ID-tap"
   if [ "$FAILS" -ne 0 ]; then
     echo "--- uroced log"; cat "$WORK/uroced.log" 2>/dev/null
   fi
@@ -121,6 +122,21 @@ if [ $rc -eq 1 ] && grep -q "refuses MTU 4200" <<<"$out"; then
   pass "MTU refused by the PMD: exit 1, $(grep "MTU 4200" <<<"$out" | head -1)"
 else
   fail "MTU 4200 on af_packet: exit $rc, output: $out"
+fi
+
+# net_tap (FACTS: 1522-byte maximum frame) refuses MTU 4200; its tap interface is created in
+# our namespace and goes with it.
+if [ -c /dev/net/tun ]; then
+  out=$(ip netns exec "$NS_D" timeout 120 env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" \
+    -c "$WORK/uroced.conf" --set "port.p0.device=net_tap0,iface=uit${ID}t" --set daemon.pcap= \
+    --set "eal.args=--no-huge -m 256 --no-pci --file-prefix=uroce-itest-$ID-tap" 2>&1); rc=$?
+  if [ $rc -eq 1 ] && grep -q "the PMD (net_tap) refuses MTU 4200" <<<"$out"; then
+    pass "net_tap refuses MTU 4200: exit 1, $(grep "refuses MTU" <<<"$out" | head -1)"
+  else
+    fail "MTU 4200 on net_tap: exit $rc, output: $out"
+  fi
+else
+  echo "note: /dev/net/tun absent, net_tap MTU check not run"
 fi
 
 # --- start uroced inside the namespace that holds its veth end

@@ -278,6 +278,8 @@ void EngineCore::completer_rx(Qp &qp, const wire::ParsedPacket &p) noexcept {
       arm_retransmit(qp);
     else
       wheel_.cancel(&qp.retrans_timer);
+    // The PSN window (max_inflight_psn) may have opened: a requester blocked on it must run.
+    if (qp.has_send_work() && !qp.rnr_wait) activate(qp);
   }
 }
 

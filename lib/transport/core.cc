@@ -200,6 +200,9 @@ void EngineCore::push_recv_wc(Qp &qp, const Wc &wc, bool solicited) noexcept {
   if (!cqs_[qp.recv_cq - 1].push(wc, solicited)) {
     ++ctr_.cq_overflows;
     push_async(AsyncEvent::kCqErr, qp.recv_cq);
+    // A lost receive completion is fatal for the QP (rxe_resp.c: RESPST_ERR_CQ_OVERFLOW,
+    // class G -> RESPST_ERROR). A lost send completion is not (rxe_comp.c do_complete).
+    if (qp.state != QpState::kErr) enter_error(qp);
   }
 }
 
@@ -362,8 +365,8 @@ WcStatus EngineCore::check_local_sges(Qp &qp, uint32_t idx) noexcept {
   for (uint32_t i = 0; i < w.num_sge; ++i) {
     if (sg[i].length == 0) continue;
     uint8_t *host = nullptr;
-    if (mrs_.check(sg[i].lkey, qp.pd, sg[i].addr, sg[i].length, writes ? uint32_t{kAccessLocalWrite} : 0u,
-                   &host) != MrCheck::kOk)
+    if (mrs_.check(sg[i].lkey, qp.pd, sg[i].addr, sg[i].length,
+                   writes ? uint32_t{kAccessLocalWrite} : 0u, &host) != MrCheck::kOk)
       return WcStatus::kLocProtErr;
   }
   return WcStatus::kSuccess;

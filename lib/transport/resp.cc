@@ -495,7 +495,9 @@ void EngineCore::responder_step(Qp &qp, const wire::ParsedPacket &p) noexcept {
       }
 
       case RespState::kAcknowledge:
-        if (rc && bth->ack_req() && !(m & (wire::kMaskRead | wire::kMaskAtomic))) {
+        // (ERR here: the receive completion was lost to a CQ overflow; no ACK.)
+        if (rc && bth->ack_req() && !(m & (wire::kMaskRead | wire::kMaskAtomic)) &&
+            qp.state != QpState::kErr) {
           if (!qp.acks.push_ack(aeth::ack(static_cast<uint8_t>(credits_code(qp))), psn,
                                 qp.resp_msn))
             ++ctr_.drops[static_cast<size_t>(DropReason::kResource)];

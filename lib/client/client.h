@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// lib/client: the app side of uroced (used by the verbs shim and by tests). doc/client.md.
+//
+// A Context is one connection to uroced (one daemon session): control calls go over the
+// control socket (bounded waits), and the data path touches only shared memory:
+//   post_send / post_recv / post_srq_recv write a WQE into the QP's ring and, when the ring's
+//   notification token was idle, push a doorbell (no syscall);
+//   poll_cq reads CQEs from the CQ ring (no syscall); req_notify_cq arms the CQ and
+//   wait_cq_event sleeps on the CQ's eventfd.
+// Errors: 0 or a positive errno, as verbs.
+//
+// Threading: a Context and its objects are NOT thread-safe: every post on any QP of a context
+// pushes to the context's single doorbell ring (single producer). The verbs shim serialises
+// posts per context; tests use one thread per Context.
+// Lifetime: objects (Cq, Qp, Srq) must be destroyed before their Context; a Context that is
+// closed (or whose process dies) has all of its resources freed by the daemon.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ctl/client.h"
+#include "shm/eventfd.h"
+#include "shm/memfd.h"
+#include "uroce/abi.h"
+#include "uroce/ctl_verbs.h"
+#include "uroce/ring.h"
+
+namespace uroce::client {
+
+inline constexpr int kDefaultTimeoutMs = 30'000;  // modify_qp may wait for ARP / ND
+
+// Memory an app registers: a memfd (sealed against shrinking and growing) mapped read-write.
+// The verbs shim remaps existing app memory instead (shm::Mapping::replace); tests use this.
+struct Buffer {
+  shm::Memfd memfd;
+  shm::Mapping map;
+  static int create(size_t len, Buffer *out) noexcept;
+  uint8_t *data() const noexcept { return reinterpret_cast<uint8_t *>(map.data()); }
+  size_t size() const noexcept { return map.size(); }
+  uint64_t va() const noexcept { return reinterpret_cast<uintptr_t>(map.data()); }
+};
+
+struct Mr {
+  uint32_t lkey = 0;
+  uint32_t rkey = 0;
+  uint64_t addr = 0;  // app virtual address of the first byte
+  uint64_t length = 0;
+};
+
+struct Cq {
+  uint32_t handle = 0;
+  uint32_t depth = 0;
+  shm::Mapping map;
+  shm::RingConsumer ring;
+  shm::EventFd ev;
+};
+
+struct Qp {
+  uint32_t qpn = 0;
+  uint32_t qp_type = 0;
+  uint32_t state = 0;  // the state last set through modify_qp (ibv_qp_state)
+  ctl::CreateQpReply caps{};
+  shm::Mapping sq_map, rq_map;
+  shm::RingProducer sq, rq;
+  bool has_rq = false;
+};
+
+struct Srq {
+  uint32_t handle = 0;
+  ctl::CreateSrqReply caps{};
+  shm::Mapping map;
+  shm::RingProducer ring;
+};
+
+// ibv_send_wr with a flat gather list. With IBV_SEND_INLINE the bytes at the SGEs' addresses
+// (pointers in this process) are copied into the WQE at post time.
+struct SendWr {
+  uint64_t wr_id = 0;
+  uint8_t opcode = 0;  // ibv_wr_opcode
+  uint32_t send_flags = 0;
+  const abi::Sge *sg_list = nullptr;
+  uint32_t num_sge = 0;
+  uint32_t imm_data = 0;  // __be32 as verbs (or invalidate_rkey for SEND_WITH_INV)
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t compare_add = 0;
+  uint64_t swap = 0;
+  uint32_t ah = 0;
+  uint32_t remote_qpn = 0;
+  uint32_t remote_qkey = 0;
+};
+
+struct RecvWr {
+  uint64_t wr_id = 0;
+  const abi::Sge *sg_list = nullptr;
+  uint32_t num_sge = 0;
+};
+
+class Context {
+ public:
+  // Connects to uroced's control socket, performs the hello handshake and opens the context
+  // (the doorbell ring). Returns 0 or an errno (ECONNREFUSED, ETIMEDOUT, EPROTO, ...).
+  static int open(const char *socket_path, const char *name, std::unique_ptr<Context> *out,
+                  int timeout_ms = kDefaultTimeoutMs) noexcept;
+
+  // ---- control (one request / reply each) ----
+  int query_device(ctl::DeviceAttrPayload *out) noexcept;
+  int query_port(uint32_t port_num, ctl::PortAttrPayload *out) noexcept;
+  int query_gid(uint32_t port_num, uint32_t index, uint8_t gid[16]) noexcept;
+  int alloc_pd(uint32_t *pd) noexcept;
+  int dealloc_pd(uint32_t pd) noexcept;
+  // Registers [offset, offset + len) of buf (its address in this process becomes Mr::addr).
+  int reg_mr(uint32_t pd, const Buffer &buf, size_t offset, size_t len, uint32_t access,
+             Mr *out) noexcept;
+  int dereg_mr(const Mr &mr) noexcept;
+  int create_cq(uint32_t cqe, std::unique_ptr<Cq> *out) noexcept;
+  int destroy_cq(Cq &cq) noexcept;
+  int create_qp(const ctl::CreateQpPayload &attr, std::unique_ptr<Qp> *out) noexcept;
+  int modify_qp(Qp &qp, const ctl::QpAttrPayload &attr, uint32_t mask) noexcept;
+  int query_qp(const Qp &qp, ctl::QueryQpReply *out) noexcept;
+  int destroy_qp(Qp &qp) noexcept;
+  int create_srq(const ctl::CreateSrqPayload &attr, std::unique_ptr<Srq> *out) noexcept;
+  int destroy_srq(Srq &srq) noexcept;
+  int create_ah(uint32_t pd, const ctl::AhAttrPayload &attr, uint32_t *ah) noexcept;
+  int destroy_ah(uint32_t ah) noexcept;
+  // Every counter of the daemon (kStats, all pages; restarts if the set changed meanwhile).
+  int stats(std::vector<ctl::StatEntry> *out) noexcept;
+
+  // ---- data path (shared memory only) ----
+  // 0, ENOMEM (ring full), EINVAL (too many SGEs / inline bytes for the QP's slot class, or
+  // a QP state that cannot post).
+  int post_send(Qp &qp, const SendWr &wr) noexcept;
+  int post_recv(Qp &qp, const RecvWr &wr) noexcept;
+  int post_srq_recv(Srq &srq, const RecvWr &wr) noexcept;
+  // Test hook: writes `slot` (the QP's slot size, any bytes) into the SQ as the next WQE and
+  // rings the doorbell, without validation, so tests can show what the daemon does with a
+  // corrupt WQE. Never used by the verbs shim.
+  int post_send_raw(Qp &qp, const void *slot) noexcept;
+  // Up to n completions; returns how many.
+  int poll_cq(Cq &cq, abi::Cqe *out, int n) noexcept;
+  // Arms the CQ: the next (solicited-only: next receive or error) completion writes the eventfd.
+  void req_notify_cq(Cq &cq, bool solicited_only) noexcept;
+  // Waits up to timeout_ms for a completion event and consumes it: 1 event, 0 timeout, -errno.
+  int wait_cq_event(Cq &cq, int timeout_ms) noexcept;
+
+  const ctl::HelloReplyPayload &server_info() const noexcept { return ctl_.server_info(); }
+
+ private:
+  int call(uint16_t type, const void *payload, size_t len, const int *fds, size_t nfds,
+           ctl::Message *reply) noexcept;
+  void ring_doorbell(uint32_t qpn, uint32_t kind) noexcept;
+
+  ctl::Client ctl_;
+  std::unique_ptr<ctl::Message> msg_ = std::make_unique<ctl::Message>();
+  shm::Mapping db_map_;
+  shm::RingProducer db_;
+  int timeout_ms_ = kDefaultTimeoutMs;
+};
+
+}  // namespace uroce::client

@@ -1,0 +1,1213 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "daemon/daemon.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace uroce::daemon {
+
+using transport::QpState;
+using transport::WcOpcode;
+using transport::WcStatus;
+using transport::WrOpcode;
+
+namespace {
+
+constexpr uint32_t kSrqDoorbellBit = 0x80000000u;  // Doorbell.qpn of an SRQ: bit | handle
+constexpr uint32_t kMaxSendSlot = 1024;
+constexpr uint32_t kCqBurst = 32;
+constexpr uint32_t kMaxSrqPerSession = 64;
+
+uint32_t pow2_at_least(uint32_t v) noexcept {
+  uint32_t p = 2;
+  while (p < v && p < (1u << 30))
+    p <<= 1;
+  return p;
+}
+
+// A ring in a memfd of its own, created and mapped by the daemon; the app gets the fd.
+struct RingMem {
+  shm::SharedRegion mem;
+  ctl::RingGeometry geo{};
+};
+
+int make_ring(const char *name, abi::RingKind kind, uint32_t id, uint32_t slot_size,
+              uint32_t slot_count, RingMem *out) {
+  const uint64_t bytes = shm::round_up_page(abi::ring_bytes(slot_size, slot_count));
+  auto r = shm::SharedRegion::create(name, bytes);
+  if (!r) return -r.error();
+  if (shm::ring_init(r->map.addr(), bytes, slot_size, slot_count, kind, id) != shm::RingError::kOk)
+    return -EINVAL;
+  out->mem = std::move(r.value());
+  out->geo.bytes = bytes;
+  out->geo.slot_size = slot_size;
+  out->geo.slot_count = slot_count;
+  return 0;
+}
+
+WcOpcode wc_opcode_of(uint8_t op) noexcept {
+  switch (static_cast<WrOpcode>(op)) {
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm:
+      return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead:
+      return WcOpcode::kRdmaRead;
+    case WrOpcode::kAtomicCmpAndSwp:
+      return WcOpcode::kCompSwap;
+    case WrOpcode::kAtomicFetchAndAdd:
+      return WcOpcode::kFetchAdd;
+    case WrOpcode::kLocalInv:
+      return WcOpcode::kLocalInv;
+    case WrOpcode::kBindMw:
+      return WcOpcode::kBindMw;
+    default:
+      return WcOpcode::kSend;
+  }
+}
+
+void add_stat(std::vector<ctl::StatEntry> &v, const std::string &name, uint64_t value) {
+  ctl::StatEntry e{};
+  std::snprintf(e.name, sizeof e.name, "%s", name.c_str());
+  e.value = value;
+  v.push_back(e);
+}
+
+constexpr const char *kDropNames[] = {"parse",     "no_qp",    "qp_state",     "opcode",
+                                      "address",   "pkey",     "qkey",         "sequence",
+                                      "duplicate", "resource", "bad_response", "length"};
+static_assert(sizeof(kDropNames) / sizeof(kDropNames[0]) ==
+              static_cast<size_t>(transport::DropReason::kCount));
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Objects
+// ---------------------------------------------------------------------------------------------
+struct Daemon::Cq {
+  uint32_t handle = 0;
+  Session *owner = nullptr;
+  RingMem mem;
+  shm::RingProducer ring;
+  shm::EventFd ev;
+};
+
+struct Daemon::Srq {
+  uint32_t handle = 0;
+  Session *owner = nullptr;
+  RingMem mem;
+  shm::RingConsumer ring;
+  bool active = false;
+  Srq *act_next = nullptr, *act_prev = nullptr;
+};
+
+struct Daemon::Qp {
+  uint32_t qpn = 0;
+  Session *owner = nullptr;
+  transport::QpType type = transport::QpType::kRc;
+  RingMem sq_mem, rq_mem;
+  shm::RingConsumer sq, rq;
+  bool has_rq = false;
+  Cq *scq = nullptr, *rcq = nullptr;
+  uint32_t srq = 0;
+  bool sq_rung = false, rq_rung = false;
+  bool err = false;  // moved to ERR by the bridge (or by the app)
+  bool active = false;
+  Qp *act_next = nullptr, *act_prev = nullptr;
+};
+
+struct Daemon::Session {
+  uint64_t id = 0;
+  pid_t pid = 0;
+  std::string name;
+  RingMem db_mem;
+  shm::RingConsumer db;
+  bool has_db = false;
+  std::set<uint32_t> pds, ahs;
+  std::map<uint32_t, shm::Mapping> mrs;  // lkey -> the daemon's mapping of the app's memfd
+  std::map<uint32_t, std::unique_ptr<Cq>> cqs;
+  std::map<uint32_t, std::unique_ptr<Qp>> qps;
+  std::map<uint32_t, std::unique_ptr<Srq>> srqs;
+};
+
+struct Daemon::Reply {
+  alignas(8) uint8_t buf[ctl::kMaxPayload];
+  size_t len = 0;
+  int fds[ctl::kMaxFds] = {};
+  size_t nfds = 0;
+  template <class T>
+  void set(const T &v) {
+    static_assert(sizeof(T) <= ctl::kMaxPayload);
+    std::memcpy(buf, &v, sizeof(T));
+    len = sizeof(T);
+  }
+  void fd(int f) { fds[nfds++] = f; }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Construction, session lifetime
+// ---------------------------------------------------------------------------------------------
+Daemon::Daemon(transport::EngineCore &engine, PortView &port, DaemonOptions opt)
+    : eng_(engine), port_(port), opt_(opt) {
+  qp_by_index_.assign(eng_.config().max_qp, nullptr);
+  srq_by_handle_.assign(eng_.config().max_srq + 1, nullptr);
+}
+
+Daemon::~Daemon() {
+  close_all();
+}
+
+void Daemon::register_types(ctl::TypeTable &t) noexcept {
+  for (const ctl::VerbsSpec &s : ctl::kVerbsSpecs) {
+    t.add({s.type, s.req_payload, s.req_payload, s.req_fds});
+    t.add({static_cast<uint16_t>(s.type | ctl::kReplyBit), s.rep_min, s.rep_max, s.rep_fds});
+  }
+}
+
+void Daemon::on_connect(ctl::Server &, const ctl::ClientInfo &ci) {
+  auto s = std::make_unique<Session>();
+  s->id = ci.id;
+  s->pid = ci.cred.pid;
+  s->name = ci.name;
+  sessions_[ci.id] = std::move(s);
+  ++ctr_.sessions_opened;
+  rebuild_lists();
+}
+
+void Daemon::on_disconnect(ctl::Server &, const ctl::ClientInfo &ci, ctl::CtlError) {
+  auto it = sessions_.find(ci.id);
+  if (it == sessions_.end()) return;
+  destroy_session(*it->second);
+  sessions_.erase(it);
+  ++ctr_.sessions_closed;
+  rebuild_lists();
+}
+
+void Daemon::close_all() {
+  for (auto &kv : sessions_) {
+    destroy_session(*kv.second);
+    ++ctr_.sessions_closed;
+  }
+  sessions_.clear();
+  rebuild_lists();
+}
+
+void Daemon::rebuild_lists() {
+  live_sessions_.clear();
+  live_cqs_.clear();
+  for (auto &kv : sessions_) {
+    live_sessions_.push_back(kv.second.get());
+    for (auto &c : kv.second->cqs)
+      live_cqs_.push_back(c.second.get());
+  }
+}
+
+void Daemon::destroy_qp_obj(Session &s, Qp &q) {
+  if (q.active) {
+    if (q.act_prev)
+      q.act_prev->act_next = q.act_next;
+    else
+      act_head_ = q.act_next;
+    if (q.act_next) q.act_next->act_prev = q.act_prev;
+    q.active = false;
+  }
+  qp_by_index_[q.qpn - eng_.config().qpn_base] = nullptr;
+  eng_.destroy_qp(q.qpn);
+  s.qps.erase(q.qpn);
+}
+
+// Everything the app owned, in dependency order. QPs go to ERR first: their queues are flushed
+// and the engine stops answering for them, so peers see the ordinary RC errors (retry exceeded).
+void Daemon::destroy_session(Session &s) {
+  for (auto &kv : s.qps) {
+    transport::QpAttr a;
+    a.qp_state = QpState::kErr;
+    eng_.modify_qp(kv.first, a, transport::kQpState);
+  }
+  while (!s.qps.empty())
+    destroy_qp_obj(s, *s.qps.begin()->second);
+  for (auto &kv : s.srqs) {
+    Srq &q = *kv.second;
+    if (q.active) {
+      if (q.act_prev)
+        q.act_prev->act_next = q.act_next;
+      else
+        srq_act_head_ = q.act_next;
+      if (q.act_next) q.act_next->act_prev = q.act_prev;
+    }
+    srq_by_handle_[q.handle] = nullptr;
+    eng_.destroy_srq(q.handle);
+  }
+  s.srqs.clear();
+  for (auto &kv : s.cqs)
+    eng_.destroy_cq(kv.first);
+  s.cqs.clear();
+  for (uint32_t ah : s.ahs)
+    eng_.destroy_ah(ah);
+  s.ahs.clear();
+  for (auto &kv : s.mrs)
+    eng_.dereg_mr(kv.first);
+  s.mrs.clear();  // unmaps
+  for (uint32_t pd : s.pds)
+    eng_.dealloc_pd(pd);
+  s.pds.clear();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Control messages
+// ---------------------------------------------------------------------------------------------
+void Daemon::on_message(ctl::Server &srv, const ctl::ClientInfo &ci, ctl::Message &m) {
+  auto it = sessions_.find(ci.id);
+  if (it == sessions_.end()) return;
+  Session &s = *it->second;
+  auto r = std::make_unique<Reply>();
+  int rc = -EOPNOTSUPP;
+  try {
+    switch (m.hdr.type) {
+      case ctl::kOpenContext:
+        rc = do_open_context(s, *r);
+        break;
+      case ctl::kQueryDevice:
+        rc = do_query_device(*r);
+        break;
+      case ctl::kQueryPort:
+        rc = do_query_port(m, *r);
+        break;
+      case ctl::kQueryGid:
+        rc = do_query_gid(m, *r);
+        break;
+      case ctl::kAllocPd:
+        rc = do_alloc_pd(s, *r);
+        break;
+      case ctl::kDeallocPd:
+        rc = do_dealloc_pd(s, m);
+        break;
+      case ctl::kRegMr:
+        rc = do_reg_mr(s, m, *r);
+        break;
+      case ctl::kDeregMr:
+        rc = do_dereg_mr(s, m);
+        break;
+      case ctl::kCreateCq:
+        rc = do_create_cq(s, m, *r);
+        break;
+      case ctl::kDestroyCq:
+        rc = do_destroy_cq(s, m);
+        break;
+      case ctl::kCreateQp:
+        rc = do_create_qp(s, m, *r);
+        break;
+      case ctl::kModifyQp:
+        rc = do_modify_qp(s, m);
+        break;
+      case ctl::kQueryQp:
+        rc = do_query_qp(s, m, *r);
+        break;
+      case ctl::kDestroyQp:
+        rc = do_destroy_qp(s, m);
+        break;
+      case ctl::kCreateSrq:
+        rc = do_create_srq(s, m, *r);
+        break;
+      case ctl::kDestroySrq:
+        rc = do_destroy_srq(s, m);
+        break;
+      case ctl::kCreateAh:
+        rc = do_create_ah(s, m, *r);
+        break;
+      case ctl::kDestroyAh:
+        rc = do_destroy_ah(s, m);
+        break;
+      case ctl::kStats:
+        rc = do_stats(m, *r);
+        break;
+      default:
+        break;
+    }
+  } catch (const std::bad_alloc &) {
+    rc = -ENOMEM;
+  }
+  if (rc != 0) {
+    srv.reply(ci.id, m.hdr, rc, nullptr, 0);
+  } else {
+    srv.reply(ci.id, m.hdr, 0, r->buf, r->len, r->fds, r->nfds);
+  }
+  // Objects created for this reply keep their own fds; the message's fds close with it.
+}
+
+int Daemon::do_open_context(Session &s, Reply &r) {
+  if (!s.has_db) {
+    const uint32_t slots = pow2_at_least(2 * (opt_.max_qp_per_session + kMaxSrqPerSession));
+    const int rc = make_ring("uroce-doorbell", abi::RingKind::kDoorbell, 0, sizeof(abi::Doorbell),
+                             slots, &s.db_mem);
+    if (rc) return rc;
+    if (s.db.attach(s.db_mem.mem.map.addr(), s.db_mem.geo.bytes, sizeof(abi::Doorbell), slots) !=
+        shm::RingError::kOk)
+      return -EINVAL;
+    s.has_db = true;
+  }
+  ctl::OpenContextReply rep{};
+  rep.doorbell = s.db_mem.geo;
+  rep.max_qp_per_session = opt_.max_qp_per_session;
+  r.set(rep);
+  r.fd(s.db_mem.mem.memfd.fd());
+  return 0;
+}
+
+int Daemon::do_query_device(Reply &r) {
+  const transport::EngineConfig &c = eng_.config();
+  ctl::DeviceAttrPayload d{};
+  const uint8_t *mac = port_.mac();
+  const uint8_t eui[8] = {
+      static_cast<uint8_t>(mac[0] ^ 2), mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]};
+  std::memcpy(&d.node_guid, eui, 8);
+  d.sys_image_guid = d.node_guid;
+  d.max_mr_size = uint64_t{1} << 40;
+  d.page_size_cap = 4096;
+  d.vendor_id = 0x55524f;  // "URO"
+  d.vendor_part_id = 1;
+  d.hw_ver = 1;
+  d.max_qp = c.max_qp;
+  d.max_qp_wr = transport::kMaxWr;
+  d.max_sge = transport::kMaxSge;
+  d.max_cq = c.max_cq;
+  d.max_cqe = c.max_cqe;
+  d.max_mr = c.max_mr;
+  d.max_pd = c.max_pd;
+  d.max_qp_rd_atom = transport::kMaxRdAtomic;
+  d.max_qp_init_rd_atom = transport::kMaxRdAtomic;
+  d.max_srq = c.max_srq;
+  d.max_srq_wr = transport::kMaxWr;
+  d.max_srq_sge = 31;  // the largest receive slot class
+  d.max_ah = c.max_ah;
+  d.max_inline = 960;  // the largest send slot class
+  d.atomic_cap = 1;
+  d.phys_port_cnt = 1;
+  std::snprintf(d.fw_ver, sizeof d.fw_ver, "uroce");
+  r.set(d);
+  return 0;
+}
+
+int Daemon::do_query_port(const ctl::Message &m, Reply &r) {
+  ctl::PortNumPayload p{};
+  if (!m.payload_as(&p) || p.port_num != 1) return -EINVAL;
+  ctl::PortAttrPayload a{};
+  a.state = port_.link_up() ? 4 : 1;
+  a.max_mtu = static_cast<uint32_t>(transport::Mtu::k4096);
+  a.active_mtu = static_cast<uint32_t>(port_.ib_mtu());
+  a.gid_tbl_len = static_cast<uint32_t>(port_.gid_count());
+  a.max_msg_sz = transport::kMaxMsgSize;
+  a.pkey_tbl_len = 1;
+  a.link_layer = 2;
+  a.active_speed = 1;
+  a.active_width = 1;
+  a.phys_state = port_.link_up() ? 5 : 3;
+  a.eth_mtu = port_.eth_mtu();
+  std::memcpy(a.mac, port_.mac(), 6);
+  r.set(a);
+  return 0;
+}
+
+int Daemon::do_query_gid(const ctl::Message &m, Reply &r) {
+  ctl::QueryGidPayload q{};
+  if (!m.payload_as(&q) || q.port_num != 1 || q.index >= port_.gid_count()) return -EINVAL;
+  ctl::GidPayload g{};
+  const wire::Gid gid = port_.gid(q.index);
+  std::memcpy(g.gid, gid.raw, 16);
+  g.gid_type = 2;
+  r.set(g);
+  return 0;
+}
+
+int Daemon::do_alloc_pd(Session &s, Reply &r) {
+  const uint32_t pd = eng_.create_pd();
+  if (pd == 0) return -ENOMEM;
+  s.pds.insert(pd);
+  r.set(ctl::HandlePayload{pd, 0});
+  return 0;
+}
+
+int Daemon::do_dealloc_pd(Session &s, const ctl::Message &m) {
+  ctl::HandlePayload h{};
+  if (!m.payload_as(&h) || !s.pds.count(h.handle)) return -EINVAL;
+  const int rc = eng_.dealloc_pd(h.handle);
+  if (rc) return -rc;
+  s.pds.erase(h.handle);
+  return 0;
+}
+
+int Daemon::do_reg_mr(Session &s, ctl::Message &m, Reply &r) {
+  ctl::RegMrPayload p{};
+  if (!m.payload_as(&p) || m.nfds != 1 || !s.pds.count(p.pd)) return -EINVAL;
+  if (p.length == 0 || p.offset > (uint64_t{1} << 46) || p.length > (uint64_t{1} << 40) ||
+      p.app_va + p.length < p.app_va)
+    return -EINVAL;
+  if (s.mrs.size() >= opt_.max_mr_per_session) return -ENOMEM;
+  // Sealed against shrinking, or the app could truncate it under our mapping (SIGBUS).
+  auto fd = shm::Memfd::adopt(std::move(m.fds[0]), p.offset + p.length);
+  if (!fd) return -fd.error();
+  const uint64_t start = p.offset & ~uint64_t{shm::kPageSize - 1};
+  const uint64_t end = shm::round_up_page(p.offset + p.length);
+  auto map =
+      shm::Mapping::map(fd->fd(), end - start, shm::MapProt::kReadWrite, static_cast<off_t>(start));
+  if (!map) return -map.error();
+  uint8_t *host = reinterpret_cast<uint8_t *>(map->data()) + (p.offset - start);
+  uint32_t lkey = 0, rkey = 0;
+  const int rc = eng_.reg_mr(p.pd, host, p.app_va, p.length, p.access, &lkey, &rkey);
+  if (rc) return -rc;
+  s.mrs[lkey] = std::move(map.value());
+  r.set(ctl::RegMrReply{lkey, rkey});
+  return 0;
+}
+
+int Daemon::do_dereg_mr(Session &s, const ctl::Message &m) {
+  ctl::HandlePayload h{};
+  if (!m.payload_as(&h)) return -EINVAL;
+  auto it = s.mrs.find(h.handle);
+  if (it == s.mrs.end()) return -EINVAL;
+  const int rc = eng_.dereg_mr(h.handle);
+  if (rc) return -rc;
+  s.mrs.erase(it);
+  return 0;
+}
+
+int Daemon::do_create_cq(Session &s, const ctl::Message &m, Reply &r) {
+  ctl::CreateCqPayload p{};
+  if (!m.payload_as(&p) || p.cqe == 0 || p.cqe > eng_.config().max_cqe) return -EINVAL;
+  const uint32_t depth = pow2_at_least(p.cqe);
+  if (depth > eng_.config().max_cqe) return -EINVAL;
+  auto c = std::make_unique<Cq>();
+  int rc = make_ring("uroce-cq", abi::RingKind::kCompletion, 0, sizeof(abi::Cqe), depth, &c->mem);
+  if (rc) return rc;
+  auto ev = shm::EventFd::create();
+  if (!ev) return -ev.error();
+  c->ev = std::move(ev.value());
+  if (c->ring.attach(c->mem.mem.map.addr(), c->mem.geo.bytes, sizeof(abi::Cqe), depth) !=
+      shm::RingError::kOk)
+    return -EINVAL;
+  c->handle = eng_.create_cq(depth);
+  if (c->handle == 0) return -ENOMEM;
+  c->owner = &s;
+  ctl::CreateCqReply rep{};
+  rep.cq = c->handle;
+  rep.cqe = depth;
+  rep.ring = c->mem.geo;
+  r.set(rep);
+  r.fd(c->mem.mem.memfd.fd());
+  r.fd(c->ev.fd());
+  s.cqs[c->handle] = std::move(c);
+  rebuild_lists();
+  return 0;
+}
+
+int Daemon::do_destroy_cq(Session &s, const ctl::Message &m) {
+  ctl::HandlePayload h{};
+  if (!m.payload_as(&h)) return -EINVAL;
+  auto it = s.cqs.find(h.handle);
+  if (it == s.cqs.end()) return -EINVAL;
+  const int rc = eng_.destroy_cq(h.handle);
+  if (rc) return -rc;
+  s.cqs.erase(it);
+  rebuild_lists();
+  return 0;
+}
+
+int Daemon::do_create_qp(Session &s, const ctl::Message &m, Reply &r) {
+  ctl::CreateQpPayload p{};
+  if (!m.payload_as(&p) || !s.has_db) return -EINVAL;
+  if (!s.pds.count(p.pd) || !s.cqs.count(p.send_cq) || !s.cqs.count(p.recv_cq)) return -EINVAL;
+  if (p.srq && !s.srqs.count(p.srq)) return -EINVAL;
+  if (p.qp_type < 2 || p.qp_type > 4 || p.sq_sig_all > 1) return -EINVAL;
+  if (p.max_send_wr > transport::kMaxWr || p.max_recv_wr > transport::kMaxWr ||
+      p.max_send_sge > transport::kMaxSge || p.max_recv_sge > transport::kMaxSge)
+    return -EINVAL;
+  if (s.qps.size() >= opt_.max_qp_per_session) return -ENOMEM;
+  const uint32_t ssge = p.max_send_sge ? p.max_send_sge : 1;
+  const uint32_t rsge = p.max_recv_sge ? p.max_recv_sge : 1;
+  const uint32_t sslot = abi::send_slot_size(ssge, p.max_inline_data);
+  const uint32_t rslot = abi::recv_slot_size(rsge);
+  if (sslot == 0 || rslot == 0 || p.max_inline_data > transport::kMaxInline) return -EINVAL;
+
+  transport::QpInitAttr init;
+  init.qp_type = static_cast<transport::QpType>(p.qp_type);
+  init.pd = p.pd;
+  init.send_cq = p.send_cq;
+  init.recv_cq = p.recv_cq;
+  init.srq = p.srq;
+  init.has_srq = p.srq != 0;
+  init.cap.max_send_wr = p.max_send_wr;
+  init.cap.max_recv_wr = p.srq ? 0 : p.max_recv_wr;
+  init.cap.max_send_sge = ssge;
+  init.cap.max_recv_sge = rsge;
+  init.cap.max_inline_data = p.max_inline_data;
+  init.sq_sig_all = p.sq_sig_all != 0;
+
+  auto q = std::make_unique<Qp>();
+  const uint32_t sslots = pow2_at_least(p.max_send_wr);
+  int rc = make_ring("uroce-sq", abi::RingKind::kSendQueue, 0, sslot, sslots, &q->sq_mem);
+  if (rc) return rc;
+  if (q->sq.attach(q->sq_mem.mem.map.addr(), q->sq_mem.geo.bytes, sslot, sslots) !=
+      shm::RingError::kOk)
+    return -EINVAL;
+  if (!p.srq) {
+    const uint32_t rslots = pow2_at_least(p.max_recv_wr);
+    rc = make_ring("uroce-rq", abi::RingKind::kRecvQueue, 0, rslot, rslots, &q->rq_mem);
+    if (rc) return rc;
+    if (q->rq.attach(q->rq_mem.mem.map.addr(), q->rq_mem.geo.bytes, rslot, rslots) !=
+        shm::RingError::kOk)
+      return -EINVAL;
+    q->has_rq = true;
+  }
+  const uint32_t qpn = eng_.create_qp(init);
+  if (qpn == 0) return -ENOMEM;
+  q->qpn = qpn;
+  q->owner = &s;
+  q->type = init.qp_type;
+  q->scq = s.cqs[p.send_cq].get();
+  q->rcq = s.cqs[p.recv_cq].get();
+  q->srq = p.srq;
+  ctl::CreateQpReply rep{};
+  rep.qpn = qpn;
+  rep.max_send_wr = p.max_send_wr;
+  rep.max_recv_wr = init.cap.max_recv_wr;
+  rep.max_send_sge = ssge;
+  rep.max_recv_sge = rsge;
+  rep.max_inline_data = p.max_inline_data;
+  rep.sq = q->sq_mem.geo;
+  rep.rq = q->rq_mem.geo;
+  r.set(rep);
+  r.fd(q->sq_mem.mem.memfd.fd());
+  if (q->has_rq) r.fd(q->rq_mem.mem.memfd.fd());
+  qp_by_index_[qpn - eng_.config().qpn_base] = q.get();
+  s.qps[qpn] = std::move(q);
+  return 0;
+}
+
+int Daemon::path_from_ah(const ctl::AhAttrPayload &a, wire::PathInfo *out) {
+  if (!a.is_global || (a.port_num != 1 && a.port_num != 0)) return -EINVAL;
+  if (a.sgid_index >= port_.gid_count()) return -EINVAL;
+  wire::PathInfo p;
+  p.sgid = port_.gid(a.sgid_index);
+  std::memcpy(p.dgid.raw, a.dgid, 16);
+  if (p.sgid.is_v4mapped() != p.dgid.is_v4mapped()) return -EINVAL;
+  std::memcpy(p.smac, port_.mac(), 6);
+  if (port_.resolve(p.dgid, p.dmac) != 0) return -EHOSTUNREACH;
+  p.dscp = a.traffic_class ? static_cast<uint8_t>(a.traffic_class >> 2) : port_.dscp();
+  p.hop_limit = a.hop_limit ? a.hop_limit : 64;
+  p.flow_label = a.flow_label & 0xfffff;
+  *out = p;
+  return 0;
+}
+
+int Daemon::do_modify_qp(Session &s, const ctl::Message &m) {
+  ctl::ModifyQpPayload p{};
+  if (!m.payload_as(&p)) return -EINVAL;
+  auto it = s.qps.find(p.qpn);
+  if (it == s.qps.end()) return -EINVAL;
+  Qp &q = *it->second;
+  const ctl::QpAttrPayload &x = p.attr;
+  transport::QpAttr a;
+  a.qp_state = static_cast<QpState>(x.qp_state);
+  a.cur_qp_state = static_cast<QpState>(x.cur_qp_state);
+  a.path_mtu = static_cast<transport::Mtu>(x.path_mtu);
+  if ((p.attr_mask & transport::kQpPathMtu) && transport::mtu_valid(a.path_mtu) &&
+      static_cast<uint32_t>(a.path_mtu) > static_cast<uint32_t>(port_.ib_mtu()))
+    a.path_mtu = port_.ib_mtu();  // as rxe: the path MTU never exceeds the port's
+  a.qkey = x.qkey;
+  a.rq_psn = x.rq_psn;
+  a.sq_psn = x.sq_psn;
+  a.dest_qp_num = x.dest_qp_num;
+  a.qp_access_flags = x.qp_access_flags;
+  a.pkey_index = x.pkey_index;
+  a.en_sqd_async_notify = x.en_sqd_async_notify != 0;
+  a.max_rd_atomic = x.max_rd_atomic;
+  a.max_dest_rd_atomic = x.max_dest_rd_atomic;
+  a.min_rnr_timer = x.min_rnr_timer;
+  a.port_num = x.port_num;
+  a.timeout = x.timeout;
+  a.retry_cnt = x.retry_cnt;
+  a.rnr_retry = x.rnr_retry;
+  a.path_mig_state = x.path_mig_state;
+  if (p.attr_mask & transport::kQpAv) {
+    const int rc = path_from_ah(x.ah_attr, &a.ah);
+    if (rc) return rc;
+  }
+  const int rc = eng_.modify_qp(q.qpn, a, p.attr_mask);
+  if (rc) return -rc;
+  if (p.attr_mask & transport::kQpState) q.err = a.qp_state == QpState::kErr;
+  // WQEs posted before RTS (or while the QP was being reset) are looked at again.
+  if (q.sq.available(1) != 0 || (q.has_rq && q.rq.available(1) != 0)) {
+    q.sq_rung = true;
+    q.rq_rung = q.has_rq;
+    activate(q);
+  }
+  return 0;
+}
+
+int Daemon::do_query_qp(Session &s, const ctl::Message &m, Reply &r) {
+  ctl::HandlePayload h{};
+  if (!m.payload_as(&h) || !s.qps.count(h.handle)) return -EINVAL;
+  transport::QpAttr a;
+  transport::QpInitAttr init;
+  const int rc = eng_.query_qp(h.handle, &a, &init);
+  if (rc) return -rc;
+  ctl::QueryQpReply rep{};
+  ctl::QpAttrPayload &x = rep.attr;
+  x.qp_state = static_cast<uint32_t>(a.qp_state);
+  x.cur_qp_state = static_cast<uint32_t>(a.cur_qp_state);
+  x.path_mtu = static_cast<uint32_t>(a.path_mtu);
+  x.qkey = a.qkey;
+  x.rq_psn = a.rq_psn;
+  x.sq_psn = a.sq_psn;
+  x.dest_qp_num = a.dest_qp_num;
+  x.qp_access_flags = a.qp_access_flags;
+  x.max_send_wr = a.cap.max_send_wr;
+  x.max_recv_wr = a.cap.max_recv_wr;
+  x.max_send_sge = a.cap.max_send_sge;
+  x.max_recv_sge = a.cap.max_recv_sge;
+  x.max_inline_data = a.cap.max_inline_data;
+  x.pkey_index = a.pkey_index;
+  x.en_sqd_async_notify = a.en_sqd_async_notify;
+  x.sq_draining = a.sq_draining;
+  x.max_rd_atomic = a.max_rd_atomic;
+  x.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  x.min_rnr_timer = a.min_rnr_timer;
+  x.port_num = 1;
+  x.timeout = a.timeout;
+  x.retry_cnt = a.retry_cnt;
+  x.rnr_retry = a.rnr_retry;
+  x.path_mig_state = a.path_mig_state;
+  std::memcpy(x.ah_attr.dgid, a.ah.dgid.raw, 16);
+  x.ah_attr.flow_label = a.ah.flow_label;
+  x.ah_attr.hop_limit = a.ah.hop_limit;
+  x.ah_attr.traffic_class = static_cast<uint8_t>(a.ah.dscp << 2);
+  x.ah_attr.is_global = 1;
+  x.ah_attr.port_num = 1;
+  for (size_t i = 0; i < port_.gid_count() && i < 256; ++i)
+    if (port_.gid(i) == a.ah.sgid) {
+      x.ah_attr.sgid_index = static_cast<uint8_t>(i);
+      break;
+    }
+  ctl::CreateQpPayload &n = rep.init;
+  n.pd = init.pd;
+  n.qp_type = static_cast<uint32_t>(init.qp_type);
+  n.send_cq = init.send_cq;
+  n.recv_cq = init.recv_cq;
+  n.srq = init.srq;
+  n.max_send_wr = init.cap.max_send_wr;
+  n.max_recv_wr = init.cap.max_recv_wr;
+  n.max_send_sge = init.cap.max_send_sge;
+  n.max_recv_sge = init.cap.max_recv_sge;
+  n.max_inline_data = init.cap.max_inline_data;
+  n.sq_sig_all = init.sq_sig_all;
+  r.set(rep);
+  return 0;
+}
+
+int Daemon::do_destroy_qp(Session &s, const ctl::Message &m) {
+  ctl::HandlePayload h{};
+  if (!m.payload_as(&h)) return -EINVAL;
+  auto it = s.qps.find(h.handle);
+  if (it == s.qps.end()) return -EINVAL;
+  destroy_qp_obj(s, *it->second);
+  return 0;
+}
+
+int Daemon::do_create_srq(Session &s, const ctl::Message &m, Reply &r) {
+  ctl::CreateSrqPayload p{};
+  if (!m.payload_as(&p) || !s.has_db || !s.pds.count(p.pd)) return -EINVAL;
+  if (p.max_wr == 0 || p.max_wr > transport::kMaxWr || p.max_sge == 0 || p.max_sge > 31)
+    return -EINVAL;
+  if (s.srqs.size() >= kMaxSrqPerSession) return -ENOMEM;
+  const uint32_t slot = abi::recv_slot_size(p.max_sge);
+  const uint32_t slots = pow2_at_least(p.max_wr);
+  auto q = std::make_unique<Srq>();
+  int rc = make_ring("uroce-srq", abi::RingKind::kSharedRecvQueue, 0, slot, slots, &q->mem);
+  if (rc) return rc;
+  if (q->ring.attach(q->mem.mem.map.addr(), q->mem.geo.bytes, slot, slots) != shm::RingError::kOk)
+    return -EINVAL;
+  q->handle = eng_.create_srq(p.pd, p.max_wr, p.max_sge);
+  if (q->handle == 0) return -ENOMEM;
+  if (p.srq_limit) {
+    rc = eng_.modify_srq(q->handle, p.srq_limit);
+    if (rc) {
+      eng_.destroy_srq(q->handle);
+      return -rc;
+    }
+  }
+  q->owner = &s;
+  ctl::CreateSrqReply rep{};
+  rep.srq = q->handle;
+  rep.max_wr = p.max_wr;
+  rep.max_sge = p.max_sge;
+  rep.ring = q->mem.geo;
+  r.set(rep);
+  r.fd(q->mem.mem.memfd.fd());
+  srq_by_handle_[q->handle] = q.get();
+  s.srqs[q->handle] = std::move(q);
+  return 0;
+}
+
+int Daemon::do_destroy_srq(Session &s, const ctl::Message &m) {
+  ctl::HandlePayload h{};
+  if (!m.payload_as(&h)) return -EINVAL;
+  auto it = s.srqs.find(h.handle);
+  if (it == s.srqs.end()) return -EINVAL;
+  const int rc = eng_.destroy_srq(h.handle);
+  if (rc) return -rc;
+  Srq &q = *it->second;
+  if (q.active) {
+    if (q.act_prev)
+      q.act_prev->act_next = q.act_next;
+    else
+      srq_act_head_ = q.act_next;
+    if (q.act_next) q.act_next->act_prev = q.act_prev;
+  }
+  srq_by_handle_[h.handle] = nullptr;
+  s.srqs.erase(it);
+  return 0;
+}
+
+int Daemon::do_create_ah(Session &s, const ctl::Message &m, Reply &r) {
+  ctl::CreateAhPayload p{};
+  if (!m.payload_as(&p) || !s.pds.count(p.pd)) return -EINVAL;
+  transport::AhAttr a;
+  const int rc = path_from_ah(p.attr, &a.path);
+  if (rc) return rc;
+  const uint32_t ah = eng_.create_ah(p.pd, a);
+  if (ah == 0) return -ENOMEM;
+  s.ahs.insert(ah);
+  r.set(ctl::HandlePayload{ah, 0});
+  return 0;
+}
+
+int Daemon::do_destroy_ah(Session &s, const ctl::Message &m) {
+  ctl::HandlePayload h{};
+  if (!m.payload_as(&h) || !s.ahs.count(h.handle)) return -EINVAL;
+  const int rc = eng_.destroy_ah(h.handle);
+  if (rc) return -rc;
+  s.ahs.erase(h.handle);
+  return 0;
+}
+
+void Daemon::snapshot_stats() {
+  std::vector<ctl::StatEntry> v;
+  size_t pds = 0, mrs = 0, cqs = 0, qps = 0, srqs = 0, ahs = 0;
+  for (auto &kv : sessions_) {
+    const Session &s = *kv.second;
+    pds += s.pds.size();
+    mrs += s.mrs.size();
+    cqs += s.cqs.size();
+    qps += s.qps.size();
+    srqs += s.srqs.size();
+    ahs += s.ahs.size();
+  }
+  add_stat(v, "daemon.sessions", sessions_.size());
+  add_stat(v, "daemon.pds", pds);
+  add_stat(v, "daemon.mrs", mrs);
+  add_stat(v, "daemon.cqs", cqs);
+  add_stat(v, "daemon.qps", qps);
+  add_stat(v, "daemon.srqs", srqs);
+  add_stat(v, "daemon.ahs", ahs);
+  add_stat(v, "daemon.sessions_opened", ctr_.sessions_opened);
+  add_stat(v, "daemon.sessions_closed", ctr_.sessions_closed);
+  add_stat(v, "bridge.doorbells", ctr_.doorbells);
+  add_stat(v, "bridge.bad_doorbells", ctr_.bad_doorbells);
+  add_stat(v, "bridge.send_wqes", ctr_.send_wqes);
+  add_stat(v, "bridge.recv_wqes", ctr_.recv_wqes);
+  add_stat(v, "bridge.bad_wqes", ctr_.bad_wqes);
+  add_stat(v, "bridge.flushed_wqes", ctr_.flushed_wqes);
+  add_stat(v, "bridge.corrupt_rings", ctr_.corrupt_rings);
+  add_stat(v, "bridge.cqes", ctr_.cqes);
+  add_stat(v, "bridge.cqe_lost", ctr_.cqe_lost);
+  add_stat(v, "bridge.cq_events", ctr_.cq_events);
+  const transport::EngineCounters &e = eng_.counters();
+  add_stat(v, "engine.rx_pkts", e.rx_pkts);
+  add_stat(v, "engine.tx_pkts", e.tx_pkts);
+  add_stat(v, "engine.tx_backpressure", e.tx_backpressure);
+  add_stat(v, "engine.acks_coalesced", e.acks_coalesced);
+  add_stat(v, "engine.cq_overflows", e.cq_overflows);
+  add_stat(v, "engine.active_qps", eng_.active_qps());
+  for (size_t i = 0; i < static_cast<size_t>(transport::DropReason::kCount); ++i)
+    add_stat(v, std::string("engine.drop.") + kDropNames[i], e.drops[i]);
+  for (size_t i = 0; i < static_cast<size_t>(wire::ParseError::kCount); ++i)
+    if (e.parse_errors[i])
+      add_stat(v,
+               std::string("engine.parse_error.") +
+                   wire::parse_error_str(static_cast<wire::ParseError>(i)),
+               e.parse_errors[i]);
+  if (stats_hook_) stats_hook_(v);
+  for (auto &kv : sessions_) {
+    const Session &s = *kv.second;
+    const std::string pre = "session." + std::to_string(s.id) + ".";
+    add_stat(v, pre + "pid", static_cast<uint64_t>(s.pid));
+    add_stat(v, pre + "qps", s.qps.size());
+    add_stat(v, pre + "mrs", s.mrs.size());
+    add_stat(v, pre + "cqs", s.cqs.size());
+    for (auto &qkv : s.qps) {
+      const uint32_t qpn = qkv.first;
+      const transport::QpCounters *c = eng_.qp_counters(qpn);
+      if (c == nullptr) continue;
+      transport::QpAttr a;
+      transport::QpInitAttr init;
+      eng_.query_qp(qpn, &a, &init);
+      const std::string q = "qp." + std::to_string(qpn) + ".";
+      add_stat(v, q + "session", s.id);
+      add_stat(v, q + "type", static_cast<uint64_t>(init.qp_type));
+      add_stat(v, q + "state", static_cast<uint64_t>(a.qp_state));
+      add_stat(v, q + "tx_pkts", c->tx_pkts);
+      add_stat(v, q + "rx_pkts", c->rx_pkts);
+      add_stat(v, q + "retransmits", c->retransmits);
+      add_stat(v, q + "timeouts", c->timeouts);
+      add_stat(v, q + "seq_naks_sent", c->seq_naks_sent);
+      add_stat(v, q + "seq_naks_rcvd", c->seq_naks_rcvd);
+      add_stat(v, q + "rnr_naks_sent", c->rnr_naks_sent);
+      add_stat(v, q + "rnr_naks_rcvd", c->rnr_naks_rcvd);
+      add_stat(v, q + "dup_requests", c->dup_requests);
+      add_stat(v, q + "ce_seen", c->ce_seen);
+      add_stat(v, q + "cnp_sent", c->cnp_sent);
+      add_stat(v, q + "cnp_rcvd", c->cnp_rcvd);
+    }
+  }
+  stats_ = std::move(v);
+  ++stats_gen_;
+}
+
+int Daemon::do_stats(const ctl::Message &m, Reply &r) {
+  ctl::StatsRequest q{};
+  if (!m.payload_as(&q)) return -EINVAL;
+  if (q.first == 0) snapshot_stats();
+  if (q.first > stats_.size()) return -EINVAL;
+  auto rep = std::make_unique<ctl::StatsReply>();
+  std::memset(rep.get(), 0, sizeof(*rep));
+  rep->total = static_cast<uint32_t>(stats_.size());
+  rep->first = q.first;
+  rep->generation = stats_gen_;
+  const size_t n = std::min<size_t>(ctl::kStatsPerReply, stats_.size() - q.first);
+  rep->count = static_cast<uint32_t>(n);
+  for (size_t i = 0; i < n; ++i)
+    rep->entries[i] = stats_[q.first + i];
+  // Only the used part of the entry array travels.
+  r.len = offsetof(ctl::StatsReply, entries) + n * sizeof(ctl::StatEntry);
+  std::memcpy(r.buf, rep.get(), r.len);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The bridge (data path: no allocation, no exceptions, no locks, no output)
+// ---------------------------------------------------------------------------------------------
+void Daemon::activate(Qp &q) noexcept {
+  if (q.active) return;
+  q.active = true;
+  q.act_prev = nullptr;
+  q.act_next = act_head_;
+  if (act_head_) act_head_->act_prev = &q;
+  act_head_ = &q;
+}
+
+void Daemon::qp_to_error(Qp &q) noexcept {
+  transport::QpAttr a;
+  a.qp_state = QpState::kErr;
+  eng_.modify_qp(q.qpn, a, transport::kQpState);
+  q.err = true;
+}
+
+// A WQE the engine cannot take: the QP goes to ERR (the engine flushes what it holds, and
+// those completions are moved first, keeping the CQ in posting order), then this WQE
+// completes with `st` (FLUSH_ERR if the QP was already in error).
+void Daemon::fail_wqe(Qp &q, Cq *cq, uint64_t wr_id, WcStatus st, WcOpcode op, bool recv) noexcept {
+  if (q.err) {
+    st = WcStatus::kWrFlushErr;
+    ++ctr_.flushed_wqes;
+  } else {
+    ++ctr_.bad_wqes;
+    qp_to_error(q);
+  }
+  if (q.scq) move_cq(*q.scq);
+  if (q.rcq && q.rcq != q.scq) move_cq(*q.rcq);
+  if (cq == nullptr) return;
+  abi::Cqe e{};
+  e.wr_id = wr_id;
+  e.status = static_cast<uint32_t>(st);
+  e.opcode = static_cast<uint32_t>(recv ? WcOpcode::kRecv : op);
+  e.qp_num = q.qpn;
+  if (cq->ring.try_push(e) != shm::RingError::kOk) {
+    ++ctr_.cqe_lost;
+    return;
+  }
+  ++ctr_.cqes;
+  if (cq->ring.take_arm(true)) {
+    cq->ev.signal();
+    ++ctr_.cq_events;
+  }
+}
+
+bool Daemon::drain_sq(Qp &q) noexcept {
+  alignas(64) uint8_t slot[kMaxSendSlot];
+  transport::SendWr wr;
+  const uint32_t ssize = q.sq.slot_size();
+  const uint32_t max_sge = (ssize - sizeof(abi::SendWqeHeader)) / sizeof(abi::Sge);
+  const uint32_t max_inline = ssize - sizeof(abi::SendWqeHeader);
+  uint32_t done = 0;
+  while (done < opt_.wqe_budget && q.sq.peek(1) == 1) {
+    // Copy first, validate the private copy only (the app may keep writing the slot).
+    std::memcpy(slot, q.sq.at(0), ssize);
+    abi::SendWqeHeader h;
+    std::memcpy(&h, slot, sizeof h);
+    bool ok = h.reserved == 0 && h.opcode <= static_cast<uint8_t>(WrOpcode::kSendWithInv) &&
+              (h.send_flags & ~uint32_t{0x1f}) == 0;
+    WcStatus st = WcStatus::kLocQpOpErr;
+    if (ok) {
+      wr.wr_id = h.wr_id;
+      wr.opcode = static_cast<WrOpcode>(h.opcode);
+      wr.send_flags = h.send_flags;
+      wr.imm_data_be = h.imm_data;
+      wr.invalidate_rkey = h.imm_data;
+      wr.remote_addr = h.remote_addr;
+      wr.rkey = h.rkey;
+      wr.compare_add = h.compare_add;
+      wr.swap = h.swap;
+      wr.ah = h.ud_ah;
+      wr.remote_qpn = h.remote_qpn;
+      wr.remote_qkey = h.remote_qkey;
+      if (h.send_flags & transport::kSendInline) {
+        if (h.inline_len > max_inline || h.num_sge != 0) {
+          ok = false;
+          st = WcStatus::kLocLenErr;
+        } else {
+          // The engine copies inline bytes at post time from sg_list addresses: our copy.
+          wr.num_sge = h.inline_len ? 1 : 0;
+          wr.sg_list[0].addr = reinterpret_cast<uintptr_t>(slot + sizeof h);
+          wr.sg_list[0].length = h.inline_len;
+          wr.sg_list[0].lkey = 0;
+        }
+      } else if (h.inline_len != 0 || h.num_sge > max_sge || h.num_sge > transport::kMaxSge) {
+        ok = false;
+        st = WcStatus::kLocLenErr;
+      } else {
+        wr.num_sge = h.num_sge;
+        std::memcpy(wr.sg_list, slot + sizeof h, h.num_sge * sizeof(abi::Sge));
+      }
+    }
+    if (ok) {
+      // On a QP in ERR the engine takes the WQE and flushes it, in order.
+      const int rc = eng_.post_send(q.qpn, wr);
+      if (rc == ENOMEM) return true;  // the engine's queue is full: retry on a later pass
+      if (rc == 0)
+        ++ctr_.send_wqes;
+      else
+        ok = false;
+    }
+    if (!ok) fail_wqe(q, q.scq, h.wr_id, st, wc_opcode_of(h.opcode), false);
+    q.sq.consume(1);
+    ++done;
+  }
+  if (q.sq.corrupt()) {
+    ++ctr_.corrupt_rings;
+    if (!q.err) qp_to_error(q);
+    return false;
+  }
+  if (done == opt_.wqe_budget) return true;
+  return q.sq.release_notify();
+}
+
+bool Daemon::drain_rq(Qp &q) noexcept {
+  alignas(64) uint8_t slot[512];
+  transport::RecvWr wr;
+  const uint32_t rsize = q.rq.slot_size();
+  const uint32_t max_sge = (rsize - sizeof(abi::RecvWqeHeader)) / sizeof(abi::Sge);
+  uint32_t done = 0;
+  while (done < opt_.wqe_budget && q.rq.peek(1) == 1) {
+    std::memcpy(slot, q.rq.at(0), rsize);
+    abi::RecvWqeHeader h;
+    std::memcpy(&h, slot, sizeof h);
+    if (h.reserved != 0 || h.num_sge > max_sge || h.num_sge > transport::kMaxSge) {
+      fail_wqe(q, q.rcq, h.wr_id, WcStatus::kLocLenErr, WcOpcode::kRecv, true);
+    } else {
+      wr.wr_id = h.wr_id;
+      wr.num_sge = h.num_sge;
+      std::memcpy(wr.sg_list, slot + sizeof h, h.num_sge * sizeof(abi::Sge));
+      const int rc = eng_.post_recv(q.qpn, wr);
+      if (rc == ENOMEM) return true;
+      if (rc == 0)
+        ++ctr_.recv_wqes;
+      else
+        fail_wqe(q, q.rcq, h.wr_id, WcStatus::kLocQpOpErr, WcOpcode::kRecv, true);
+    }
+    q.rq.consume(1);
+    ++done;
+  }
+  if (q.rq.corrupt()) {
+    ++ctr_.corrupt_rings;
+    if (!q.err) qp_to_error(q);
+    return false;
+  }
+  if (done == opt_.wqe_budget) return true;
+  return q.rq.release_notify();
+}
+
+// SRQ WQEs belong to no QP: a malformed one is counted and dropped.
+bool Daemon::drain_srq(Srq &s) noexcept {
+  alignas(64) uint8_t slot[512];
+  transport::RecvWr wr;
+  const uint32_t rsize = s.ring.slot_size();
+  const uint32_t max_sge = (rsize - sizeof(abi::RecvWqeHeader)) / sizeof(abi::Sge);
+  uint32_t done = 0;
+  while (done < opt_.wqe_budget && s.ring.peek(1) == 1) {
+    std::memcpy(slot, s.ring.at(0), rsize);
+    abi::RecvWqeHeader h;
+    std::memcpy(&h, slot, sizeof h);
+    if (h.reserved != 0 || h.num_sge > max_sge || h.num_sge > transport::kMaxSge) {
+      ++ctr_.bad_wqes;
+    } else {
+      wr.wr_id = h.wr_id;
+      wr.num_sge = h.num_sge;
+      std::memcpy(wr.sg_list, slot + sizeof h, h.num_sge * sizeof(abi::Sge));
+      const int rc = eng_.post_srq_recv(s.handle, wr);
+      if (rc == ENOMEM) return true;
+      if (rc == 0)
+        ++ctr_.recv_wqes;
+      else
+        ++ctr_.bad_wqes;
+    }
+    s.ring.consume(1);
+    ++done;
+  }
+  if (s.ring.corrupt()) {
+    ++ctr_.corrupt_rings;
+    return false;
+  }
+  if (done == opt_.wqe_budget) return true;
+  return s.ring.release_notify();
+}
+
+uint32_t Daemon::bridge_in() noexcept {
+  const uint32_t base = eng_.config().qpn_base;
+  for (Session *s : live_sessions_) {
+    if (!s->has_db) continue;
+    abi::Doorbell db[64];
+    const uint32_t want = opt_.doorbell_budget < 64 ? opt_.doorbell_budget : 64;
+    const size_t n = s->db.pop_burst(db, want);
+    for (size_t i = 0; i < n; ++i) {
+      ++ctr_.doorbells;
+      const abi::Doorbell d = db[i];
+      if (d.kind == abi::kDoorbellRq && (d.qpn & kSrqDoorbellBit)) {
+        const uint32_t h = d.qpn & ~kSrqDoorbellBit;
+        Srq *q = h < srq_by_handle_.size() ? srq_by_handle_[h] : nullptr;
+        if (q == nullptr || q->owner != s) {
+          ++ctr_.bad_doorbells;
+          continue;
+        }
+        if (!q->active) {
+          q->active = true;
+          q->act_prev = nullptr;
+          q->act_next = srq_act_head_;
+          if (srq_act_head_) srq_act_head_->act_prev = q;
+          srq_act_head_ = q;
+        }
+        continue;
+      }
+      const uint32_t idx = d.qpn - base;
+      Qp *q = idx < qp_by_index_.size() ? qp_by_index_[idx] : nullptr;
+      if (q == nullptr || q->owner != s ||
+          (d.kind != abi::kDoorbellSq && d.kind != abi::kDoorbellRq) ||
+          (d.kind == abi::kDoorbellRq && !q->has_rq)) {
+        ++ctr_.bad_doorbells;
+        continue;
+      }
+      if (d.kind == abi::kDoorbellSq)
+        q->sq_rung = true;
+      else
+        q->rq_rung = true;
+      activate(*q);
+    }
+  }
+  uint32_t before =
+      static_cast<uint32_t>(ctr_.send_wqes + ctr_.recv_wqes + ctr_.bad_wqes + ctr_.flushed_wqes);
+  // Receive queues first, so a request arriving with the next RX burst finds its buffer.
+  for (Srq *s = srq_act_head_; s != nullptr;) {
+    Srq *next = s->act_next;
+    if (!drain_srq(*s)) {
+      if (s->act_prev)
+        s->act_prev->act_next = s->act_next;
+      else
+        srq_act_head_ = s->act_next;
+      if (s->act_next) s->act_next->act_prev = s->act_prev;
+      s->active = false;
+    }
+    s = next;
+  }
+  for (Qp *q = act_head_; q != nullptr;) {
+    Qp *next = q->act_next;
+    if (q->rq_rung && !drain_rq(*q)) q->rq_rung = false;
+    if (q->sq_rung && !drain_sq(*q)) q->sq_rung = false;
+    if (!q->sq_rung && !q->rq_rung) {
+      if (q->act_prev)
+        q->act_prev->act_next = q->act_next;
+      else
+        act_head_ = q->act_next;
+      if (q->act_next) q->act_next->act_prev = q->act_prev;
+      q->active = false;
+    }
+    q = next;
+  }
+  return static_cast<uint32_t>(ctr_.send_wqes + ctr_.recv_wqes + ctr_.bad_wqes +
+                               ctr_.flushed_wqes) -
+         before;
+}
+
+uint32_t Daemon::move_cq(Cq &c) noexcept {
+  transport::Wc wc[kCqBurst];
+  uint32_t moved = 0;
+  bool urgent = false;
+  for (;;) {
+    const size_t fr = c.ring.free_slots(kCqBurst);
+    if (fr == 0) break;
+    const uint32_t want = fr < kCqBurst ? static_cast<uint32_t>(fr) : kCqBurst;
+    const uint32_t k = eng_.poll_cq(c.handle, wc, want);
+    if (k == 0) break;
+    const size_t got = c.ring.reserve(k);  // == k: free_slots said so
+    for (size_t i = 0; i < got; ++i) {
+      abi::Cqe e{};
+      e.wr_id = wc[i].wr_id;
+      e.status = static_cast<uint32_t>(wc[i].status);
+      e.opcode = static_cast<uint32_t>(wc[i].opcode);
+      e.vendor_err = wc[i].vendor_err;
+      e.byte_len = wc[i].byte_len;
+      e.imm_data = wc[i].imm_data;
+      e.qp_num = wc[i].qp_num;
+      e.src_qp = wc[i].src_qp;
+      e.wc_flags = wc[i].wc_flags;
+      e.pkey_index = wc[i].pkey_index;
+      e.slid = wc[i].slid;
+      e.sl = wc[i].sl;
+      e.dlid_path_bits = wc[i].dlid_path_bits;
+      std::memcpy(c.ring.slot(i), &e, sizeof e);
+      // Solicited-only arms fire on errors and on every receive completion (the engine's
+      // completion does not say whether the request was solicited): a superset, never a miss.
+      if (wc[i].status != WcStatus::kSuccess ||
+          static_cast<uint32_t>(wc[i].opcode) >= static_cast<uint32_t>(WcOpcode::kRecv))
+        urgent = true;
+    }
+    c.ring.commit(got);
+    moved += static_cast<uint32_t>(got);
+    if (k < want) break;
+  }
+  if (moved) {
+    ctr_.cqes += moved;
+    if (c.ring.take_arm(urgent)) {
+      c.ev.signal();
+      ++ctr_.cq_events;
+    }
+  }
+  return moved;
+}
+
+uint32_t Daemon::bridge_out() noexcept {
+  uint32_t n = 0;
+  for (Cq *c : live_cqs_)
+    n += move_cq(*c);
+  return n;
+}
+
+}  // namespace uroce::daemon

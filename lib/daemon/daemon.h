@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// lib/daemon: what joins apps to the transport engine inside uroced.
+//
+//   - Daemon is the ctl::Handler of the control server: one AppSession per connected client,
+//     owning that app's PDs, MRs (the app's memfd mapped into the daemon), CQs, QPs, SRQs and
+//     AHs, each checked to belong to the session on every request; when the client disconnects
+//     or dies, everything it owned is torn down (QPs moved to ERR first, then destroyed; MRs
+//     deregistered and unmapped).
+//   - The bridge (bridge_in / bridge_out) moves work between the shared-memory rings and the
+//     engine: doorbells -> the rung QPs' SQ/RQ (SRQ) rings -> every WQE copied out of shared
+//     memory, validated, and posted with post_send / post_recv; engine completions -> the app's
+//     CQ ring, with the CQ's eventfd written when the app armed it.
+//
+// Threading (first version): the control server and the data path run on ONE thread (uroced's
+// main lcore): the loop polls the server with timeout 0 every few iterations, so the engine's
+// control-plane calls (create / modify / destroy, which may allocate) never race the data path.
+// See doc/uroced.md for what a multi-lcore version needs.
+//
+// The data path (bridge_in, bridge_out) never throws, allocates, locks or prints; the control
+// path (Handler callbacks) may allocate and reports errors as -errno in the reply status.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ctl/server.h"
+#include "shm/eventfd.h"
+#include "shm/memfd.h"
+#include "transport/core.h"
+#include "uroce/abi.h"
+#include "uroce/ctl_verbs.h"
+#include "uroce/ring.h"
+#include "wire/gid.h"
+
+namespace uroce::daemon {
+
+// What the daemon needs from the Ethernet port the engine sends on (control plane only).
+class PortView {
+ public:
+  virtual ~PortView() = default;
+  virtual const uint8_t *mac() const noexcept = 0;
+  virtual uint32_t eth_mtu() const noexcept = 0;
+  virtual transport::Mtu ib_mtu() const noexcept = 0;
+  virtual size_t gid_count() const noexcept = 0;
+  virtual wire::Gid gid(size_t i) const noexcept = 0;  // i < gid_count()
+  virtual uint8_t dscp() const noexcept = 0;
+  virtual bool link_up() const noexcept = 0;
+  // Resolves the MAC address of `dgid` (ARP for IPv4-mapped GIDs, ND otherwise). May run the
+  // data path while it waits (bounded). 0, or EHOSTUNREACH.
+  virtual int resolve(const wire::Gid &dgid, uint8_t mac_out[6]) noexcept = 0;
+};
+
+struct DaemonOptions {
+  uint32_t max_qp_per_session = 256;
+  uint32_t max_mr_per_session = 1024;
+  uint32_t wqe_budget = 32;       // WQEs taken from one ring per bridge_in pass
+  uint32_t doorbell_budget = 64;  // doorbells taken from one session per pass
+};
+
+// Daemon-wide bridge counters (exported through kStats).
+struct BridgeCounters {
+  uint64_t doorbells = 0;
+  uint64_t bad_doorbells = 0;  // unknown QPN / kind, or a QP of another session
+  uint64_t send_wqes = 0;      // posted to the engine
+  uint64_t recv_wqes = 0;
+  uint64_t bad_wqes = 0;       // failed validation (or refused by the engine): error CQE + ERR
+  uint64_t flushed_wqes = 0;   // taken from the ring of a QP in ERR: FLUSH_ERR CQE
+  uint64_t corrupt_rings = 0;  // a ring whose app-written index was impossible: QP to ERR
+  uint64_t cqes = 0;           // moved to CQ rings
+  uint64_t cqe_lost = 0;       // bridge-made error CQEs that found the CQ ring full
+  uint64_t cq_events = 0;      // eventfd writes
+  uint64_t sessions_opened = 0, sessions_closed = 0;
+};
+
+class Daemon : public ctl::Handler {
+ public:
+  Daemon(transport::EngineCore &engine, PortView &port, DaemonOptions opt = {});
+  ~Daemon() override;
+  Daemon(const Daemon &) = delete;
+  Daemon &operator=(const Daemon &) = delete;
+
+  // Adds the verbs request types to the server's table.
+  static void register_types(ctl::TypeTable &t) noexcept;
+
+  // ---- ctl::Handler (control path) ----
+  void on_connect(ctl::Server &, const ctl::ClientInfo &) override;
+  void on_message(ctl::Server &, const ctl::ClientInfo &, ctl::Message &) override;
+  void on_disconnect(ctl::Server &, const ctl::ClientInfo &, ctl::CtlError) override;
+
+  // ---- data path ----
+  // Doorbells -> rung rings -> engine. Returns the number of WQEs handled.
+  uint32_t bridge_in() noexcept;
+  // Engine completions -> CQ rings (+ eventfd). Returns the number of CQEs moved.
+  uint32_t bridge_out() noexcept;
+
+  // ---- introspection ----
+  const BridgeCounters &counters() const noexcept { return ctr_; }
+  size_t session_count() const noexcept { return sessions_.size(); }
+  // Extra counters appended to kStats replies (uroced adds the port's).
+  using StatsHook = std::function<void(std::vector<ctl::StatEntry> &)>;
+  void set_stats_hook(StatsHook h) { stats_hook_ = std::move(h); }
+  // Tears every session down (daemon shutdown).
+  void close_all();
+
+  struct Session;
+  struct Cq;
+  struct Qp;
+  struct Srq;
+
+ private:
+  // control handlers: return 0 or a negative errno; fill the reply payload / fds
+  struct Reply;
+  int do_open_context(Session &s, Reply &r);
+  int do_query_device(Reply &r);
+  int do_query_port(const ctl::Message &m, Reply &r);
+  int do_query_gid(const ctl::Message &m, Reply &r);
+  int do_alloc_pd(Session &s, Reply &r);
+  int do_dealloc_pd(Session &s, const ctl::Message &m);
+  int do_reg_mr(Session &s, ctl::Message &m, Reply &r);
+  int do_dereg_mr(Session &s, const ctl::Message &m);
+  int do_create_cq(Session &s, const ctl::Message &m, Reply &r);
+  int do_destroy_cq(Session &s, const ctl::Message &m);
+  int do_create_qp(Session &s, const ctl::Message &m, Reply &r);
+  int do_modify_qp(Session &s, const ctl::Message &m);
+  int do_query_qp(Session &s, const ctl::Message &m, Reply &r);
+  int do_destroy_qp(Session &s, const ctl::Message &m);
+  int do_create_srq(Session &s, const ctl::Message &m, Reply &r);
+  int do_destroy_srq(Session &s, const ctl::Message &m);
+  int do_create_ah(Session &s, const ctl::Message &m, Reply &r);
+  int do_destroy_ah(Session &s, const ctl::Message &m);
+  int do_stats(const ctl::Message &m, Reply &r);
+
+  int path_from_ah(const ctl::AhAttrPayload &a, wire::PathInfo *out);
+  void destroy_qp_obj(Session &s, Qp &q);
+  void destroy_session(Session &s);
+  void rebuild_lists();
+  void snapshot_stats();
+
+  // data path helpers
+  void activate(Qp &q) noexcept;
+  bool drain_sq(Qp &q) noexcept;  // true: keep the QP active
+  bool drain_rq(Qp &q) noexcept;
+  bool drain_srq(Srq &s) noexcept;
+  void fail_wqe(Qp &q, Cq *cq, uint64_t wr_id, transport::WcStatus st, transport::WcOpcode op,
+                bool recv) noexcept;
+  void qp_to_error(Qp &q) noexcept;
+  uint32_t move_cq(Cq &c) noexcept;
+
+  transport::EngineCore &eng_;
+  PortView &port_;
+  DaemonOptions opt_;
+  BridgeCounters ctr_;
+  std::map<uint64_t, std::unique_ptr<Session>> sessions_;
+  // Data-path lookup tables, sized at construction (no allocation on the data path).
+  std::vector<Qp *> qp_by_index_;  // qpn - qpn_base
+  std::vector<Srq *> srq_by_handle_;
+  std::vector<Session *> live_sessions_;  // rebuilt on connect / disconnect
+  std::vector<Cq *> live_cqs_;            // rebuilt on CQ create / destroy
+  Qp *act_head_ = nullptr;
+  Srq *srq_act_head_ = nullptr;
+  StatsHook stats_hook_;
+  std::vector<ctl::StatEntry> stats_;  // snapshot served page by page
+  uint32_t stats_gen_ = 0;
+};
+
+}  // namespace uroce::daemon

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // uroced: the uroce daemon (doc/uroced.md).
 //
-// Today it parses its configuration, starts the DPDK EAL, brings the ports up, builds their GID
-// tables, announces its addresses (gratuitous ARP, unsolicited NA) and runs the RX/TX poll loop
-// on the main lcore, answering ARP and IPv6 neighbour discovery. RoCE frames are counted and
-// dropped ("roce_no_transport_engine_yet") until the transport engine is wired in.
+// It parses its configuration, starts the DPDK EAL, brings the ports up, builds their GID
+// tables, announces its addresses (gratuitous ARP, unsolicited NA), serves the control socket
+// (lib/daemon: one session per app) and runs the poll loop on the main lcore: RX (ARP, ND, RoCE
+// into the transport engine), the bridge between the apps' shared-memory rings and the engine,
+// engine.poll() on the TSC clock, TX flush, and the control server every few iterations.
 #include <rte_eal.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+
+#include <sys/stat.h>
 
 #include <atomic>
 #include <csignal>
@@ -16,13 +19,17 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
+#include "ctl/server.h"
+#include "daemon/daemon.h"
 #include "env_check.h"
 #include "port/eal.h"
 #include "port/eth_port.h"
+#include "transport/engine.h"
 #include "uroce_version.h"
 #include "util/pcap_writer.h"
 
@@ -58,10 +65,10 @@ void usage(FILE *f) {
                "  -h, --help          this text\n"
                "  -V, --version       print the version\n"
                "\n"
-               "Current state: uroced brings its ports up, builds the GID tables, sends\n"
-               "gratuitous ARP and unsolicited NA, and answers ARP and IPv6 neighbour\n"
-               "solicitations. There is no transport engine yet: every RoCE v2 frame (UDP 4791)\n"
-               "is counted and dropped with the reason \"roce_no_transport_engine_yet\".\n"
+               "uroced brings its ports up, builds the GID tables, sends gratuitous ARP and\n"
+               "unsolicited NA, answers ARP and IPv6 neighbour solicitations, runs the RoCE v2\n"
+               "transport engine on the first port and serves apps (lib/client, the verbs\n"
+               "shim) on the control socket daemon.socket. uroce-stat prints its counters.\n"
                "SIGTERM or SIGINT stops it cleanly; counters are printed on exit.\n"
                "\n"
                "Exit status: 0 clean shutdown, 1 EAL/port/capture failure, 2 bad command line\n"
@@ -132,26 +139,136 @@ void print_counters(const port::EthPort &p) {
                   port::nd_drop_str(static_cast<port::NdDrop>(i)), n.drops[i]);
 }
 
-// The poll loop: no allocation, no printing, no locks, no exceptions.
-void poll_loop(std::vector<std::unique_ptr<port::EthPort>> &ports, uint16_t nb_queues,
-               uint32_t idle_sleep_us) noexcept {
-  const port::TscClock clock;
-  constexpr uint64_t kTimerNs = 1'000'000;  // ARP/ND timers every millisecond
-  constexpr unsigned kIdleSpins = 1024;
+using RoceEngine = transport::Engine<port::EthPort, port::TscClock>;
+
+transport::Mtu mtu_enum(uint32_t bytes) {
+  switch (bytes) {
+    case 256:
+      return transport::Mtu::k256;
+    case 512:
+      return transport::Mtu::k512;
+    case 1024:
+      return transport::Mtu::k1024;
+    case 2048:
+      return transport::Mtu::k2048;
+    default:
+      return transport::Mtu::k4096;
+  }
+}
+
+// Everything one poll-loop iteration touches. Data path: no allocation, printing, locks or
+// exceptions. The transport engine runs on ports[0]; other ports only answer ARP / ND.
+struct Loop {
+  std::vector<std::unique_ptr<port::EthPort>> &ports;
+  uint16_t nb_queues;
+  RoceEngine &engine;
+  Daemon *daemon = nullptr;
+  const port::TscClock &clock;
   uint64_t next_timer = 0;
-  unsigned idle = 0;
-  const timespec nap{0, static_cast<long>(idle_sleep_us) * 1000};
-  while (!g_stop.load(std::memory_order_relaxed)) {
+
+  static constexpr uint64_t kTimerNs = 1'000'000;  // ARP/ND timers every millisecond
+
+  unsigned step() noexcept {
     const uint64_t now = clock.now_ns();
-    unsigned got = 0;
-    for (auto &p : ports) {
+    unsigned work = 0;
+    // The apps' rings first: a receive posted before a request was sent is in the engine
+    // before that request's packet can be taken from the RX queue below.
+    if (daemon != nullptr) work += daemon->bridge_in();
+    auto to_engine = [this](const uint8_t *f, uint32_t len) noexcept {
+      engine.rx(f, len);
+      return true;
+    };
+    for (size_t i = 0; i < ports.size(); ++i) {
+      port::EthPort &p = *ports[i];
       for (uint16_t q = 0; q < nb_queues; ++q)
-        got += p->rx_burst(q, port::NoEngine{}, now);
-      if (now >= next_timer) p->timers(now);
-      p->flush();
+        work += i == 0 ? p.rx_burst(q, to_engine, now) : p.rx_burst(q, port::NoEngine{}, now);
+      if (now >= next_timer) p.timers(now);
     }
     if (now >= next_timer) next_timer = now + kTimerNs;
-    if (got != 0) {
+    work += engine.poll();
+    if (daemon != nullptr) work += daemon->bridge_out();
+    for (auto &p : ports)
+      p->flush();
+    return work;
+  }
+};
+
+// The daemon's control-plane view of ports[0]. resolve() runs the data path while it waits
+// for ARP / ND (bounded by the neighbour state machine: three probes, then failed).
+class EthPortView final : public PortView {
+ public:
+  EthPortView(port::EthPort &p, const config::PortConfig &pc, Loop &loop)
+      : p_(p), pc_(pc), loop_(loop) {}
+  const uint8_t *mac() const noexcept override { return p_.mac(); }
+  uint32_t eth_mtu() const noexcept override { return p_.mtu(); }
+  transport::Mtu ib_mtu() const noexcept override { return mtu_enum(pc_.ib_mtu()); }
+  size_t gid_count() const noexcept override { return p_.gids().size(); }
+  wire::Gid gid(size_t i) const noexcept override { return p_.gids()[i].gid; }
+  uint8_t dscp() const noexcept override { return pc_.dscp; }
+  bool link_up() const noexcept override {
+    try {
+      return p_.link_status() != "down";
+    } catch (...) {
+      return false;
+    }
+  }
+  int resolve(const wire::Gid &dgid, uint8_t mac_out[6]) noexcept override {
+    const uint64_t deadline = loop_.clock.now_ns() + 10'000'000'000ull;
+    const timespec nap{0, 50'000};
+    for (;;) {
+      const uint64_t now = loop_.clock.now_ns();
+      const port::Resolve r = dgid.is_v4mapped() ? p_.resolve_ipv4(dgid.ipv4(), now, mac_out)
+                                                 : p_.resolve_ipv6(dgid.raw, now, mac_out);
+      if (r == port::Resolve::kResolved) return 0;
+      if (r != port::Resolve::kPending || now > deadline) return EHOSTUNREACH;
+      p_.flush();
+      if (loop_.step() == 0) nanosleep(&nap, nullptr);
+    }
+  }
+
+ private:
+  port::EthPort &p_;
+  const config::PortConfig &pc_;
+  Loop &loop_;
+};
+
+void add_port_stats(const port::EthPort &p, std::vector<ctl::StatEntry> &v) {
+  auto add = [&](const char *what, uint64_t value) {
+    ctl::StatEntry e{};
+    std::snprintf(e.name, sizeof e.name, "port.%s.%s", p.name().c_str(), what);
+    e.value = value;
+    v.push_back(e);
+  };
+  const port::PortCounters &c = p.counters();
+  add("rx_packets", c.rx_packets);
+  add("rx_bytes", c.rx_bytes);
+  add("tx_packets", c.tx_packets);
+  add("tx_bytes", c.tx_bytes);
+  add("tx_alloc_fail", c.tx_alloc_fail);
+  add("tx_dropped", c.tx_dropped);
+  add("tx_too_long", c.tx_too_long);
+  add("rx_arp", c.rx_arp);
+  add("rx_nd", c.rx_nd);
+  add("rx_roce", c.rx_roce);
+  for (size_t i = 0; i < static_cast<size_t>(port::RxDrop::kCount); ++i)
+    if (c.rx_drops[i]) {
+      char n[48];
+      std::snprintf(n, sizeof n, "drop.%s", port::rx_drop_str(static_cast<port::RxDrop>(i)));
+      add(n, c.rx_drops[i]);
+    }
+}
+
+// The poll loop with the control server on the same thread (doc/uroced.md, Threading): the
+// server is polled (epoll timeout 0) every kServeEvery iterations, and on every idle pause.
+void poll_loop(Loop &loop, ctl::Server &server, Daemon &daemon, uint32_t idle_sleep_us) noexcept {
+  constexpr unsigned kIdleSpins = 1024;
+  constexpr unsigned kServeEvery = 64;
+  unsigned idle = 0, iter = 0;
+  const timespec nap{0, static_cast<long>(idle_sleep_us) * 1000};
+  while (!g_stop.load(std::memory_order_relaxed)) {
+    const unsigned work = loop.step();
+    if (++iter % kServeEvery == 0) server.poll(0, daemon);
+    if (work != 0) {
       idle = 0;
     } else if (idle_sleep_us != 0 && ++idle >= kIdleSpins) {
       nanosleep(&nap, nullptr);
@@ -267,14 +384,53 @@ int run(int argc, char **argv) {
       std::printf("port %s: announced %u address(es) (gratuitous ARP / unsolicited NA)\n",
                   p->name().c_str(), n);
     }
-    std::printf(
-        "uroced: running on lcore %u (no transport engine yet: RoCE frames are "
-        "dropped and counted)\n",
-        rte_lcore_id());
+    // The transport engine on ports[0], the control server, the bridge.
+    const port::TscClock clock;
+    transport::EngineConfig ecfg;
+    ecfg.ecn = cfg.ports[0].ecn;
+    {
+      std::random_device rd;
+      ecfg.seed = (uint64_t{rd()} << 32) | rd();  // unguessable key tags
+    }
+    auto engine = std::make_unique<RoceEngine>(*ports[0], clock, ecfg);
+    Loop loop{ports, nb_queues, *engine, nullptr, clock};
+    EthPortView view(*ports[0], cfg.ports[0], loop);
+    Daemon daemon(*engine, view);
+    daemon.set_stats_hook([&ports](std::vector<ctl::StatEntry> &v) {
+      for (auto &p : ports)
+        add_port_stats(*p, v);
+    });
+    loop.daemon = &daemon;
+    signal(SIGPIPE, SIG_IGN);
+    {
+      // The socket's directory (e.g. /run/uroce) is created if missing (one level).
+      const std::string dir = cfg.daemon.socket.substr(0, cfg.daemon.socket.rfind('/'));
+      if (!dir.empty()) ::mkdir(dir.c_str(), 0755);
+    }
+    auto srv = ctl::Server::listen(cfg.daemon.socket.c_str());
+    if (!srv)
+      throw port::PortError("cannot listen on control socket '" + cfg.daemon.socket +
+                            "': " + std::strerror(srv.error()));
+    std::unique_ptr<ctl::Server> server = std::move(srv.value());
+    Daemon::register_types(server->types());
+    std::printf("uroced: control socket %s\n", cfg.daemon.socket.c_str());
+    std::printf("uroced: running on lcore %u (transport engine on port %s)\n", rte_lcore_id(),
+                ports[0]->name().c_str());
 
-    poll_loop(ports, nb_queues, cfg.daemon.idle_sleep_us);
+    poll_loop(loop, *server, daemon, cfg.daemon.idle_sleep_us);
 
     std::printf("uroced: stopping\n");
+    server.reset();  // closes every client connection and unlinks the socket
+    daemon.close_all();
+    loop.daemon = nullptr;
+    const transport::EngineCounters &ec = engine->counters();
+    std::printf("engine counters: rx_pkts=%lu tx_pkts=%lu tx_backpressure=%lu cq_overflows=%lu\n",
+                ec.rx_pkts, ec.tx_pkts, ec.tx_backpressure, ec.cq_overflows);
+    const BridgeCounters &bc = daemon.counters();
+    std::printf(
+        "bridge counters: sessions=%lu doorbells=%lu send_wqes=%lu recv_wqes=%lu bad_wqes=%lu "
+        "cqes=%lu\n",
+        bc.sessions_opened, bc.doorbells, bc.send_wqes, bc.recv_wqes, bc.bad_wqes, bc.cqes);
     for (auto &p : ports) {
       p->flush();
       print_counters(*p);

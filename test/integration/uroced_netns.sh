@@ -90,6 +90,7 @@ cat >"$WORK/uroced.conf" <<EOF
 args = --no-huge -m 256 --no-pci --file-prefix=uroce-itest-$ID --log-level=*:notice
 [daemon]
 pcap = $WORK/uroced.pcap
+socket = $WORK/uroced.sock
 idle_sleep_us = 100
 [port p0]
 device = net_af_packet0,iface=$VD,blocksz=8192,framesz=8192

@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Integration test: two uroced instances joined by net_memif (A: memif server, B: memif client,
+# distinct --file-prefix, --no-huge -m 256), and apps on lib/client talking to both:
+#   1. verbs_app run: RC SEND / WRITE (data checked) / WRITE_WITH_IMM / READ / atomics, UD SEND,
+#      UC WRITE, completion events, corrupt WQEs failing only their own QP.
+#   2. uroce-stat on both daemons: counters present, traffic counted, per-QP counters.
+#   3. verbs_app hold (RDMA WRITEs in a loop) is SIGKILLed mid-transfer: both daemons free
+#      everything it owned (uroce-stat: no QP, MR, CQ or PD left, the session closed), and a
+#      new verbs_app run works.
+#   4. SIGTERM stops both daemons with exit 0.
+# Needs root (as the other integration tests; CI runs as root). Every wait is bounded; every
+# process it starts is stopped by PID on exit; its files and DPDK runtime directories go too.
+# Usage: uroced_pair.sh PATH/TO/uroced PATH/TO/uroce-stat PATH/TO/verbs_app
+set -uo pipefail
+
+UROCED=${1:?usage: $0 UROCED UROCE_STAT VERBS_APP}
+STAT=${2:?usage: $0 UROCED UROCE_STAT VERBS_APP}
+APP=${3:?usage: $0 UROCED UROCE_STAT VERBS_APP}
+if [ "$(id -u)" != 0 ]; then
+  echo "FAIL: this test needs root (like the other integration tests); CI runs as root"
+  exit 1
+fi
+command -v timeout >/dev/null || { echo "FAIL: 'timeout' not found"; exit 1; }
+
+ID=$$
+WORK=$(mktemp -d /tmp/uroce-pair-XXXXXX)
+PID_A="" PID_B="" PID_V=""
+FAILS=0
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+pass() { echo "ok: $*"; }
+
+stop_pid() {  # stop_pid PID SIGNAL: signal, wait up to 30 s, then SIGKILL. Returns its status.
+  local pid=$1
+  [ -n "$pid" ] || return 0
+  kill -"$2" "$pid" 2>/dev/null
+  for _ in $(seq 300); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    fail "pid $pid still running 30 s after SIG$2: killing it"
+    kill -KILL "$pid" 2>/dev/null
+  fi
+  wait "$pid"
+}
+
+cleanup() {
+  [ -n "$PID_V" ] && stop_pid "$PID_V" KILL >/dev/null 2>&1
+  [ -n "$PID_A" ] && stop_pid "$PID_A" TERM >/dev/null 2>&1
+  [ -n "$PID_B" ] && stop_pid "$PID_B" TERM >/dev/null 2>&1
+  rm -rf "/var/run/dpdk/uroce-pair-$ID-a" "/var/run/dpdk/uroce-pair-$ID-b"
+  if [ "$FAILS" -ne 0 ]; then
+    for f in a b; do echo "--- uroced $f log"; tail -40 "$WORK/uroced-$f.log" 2>/dev/null; done
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# Daemon A: memif server, lcore 0. Daemon B: memif client, lcore 1. Both nap when idle.
+conf() {  # conf NAME ROLE LCORE IP
+  cat >"$WORK/uroced-$1.conf" <<EOF
+[eal]
+args = --no-huge -m 256 --no-pci --file-prefix=uroce-pair-$ID-$1 --log-level=*:notice
+[daemon]
+socket = $WORK/uroced-$1.sock
+workers = $3
+mbufs = 4095
+idle_sleep_us = 50
+[port p0]
+device = net_memif0,role=$2,socket=$WORK/memif.sock,id=0
+ipv4 = $4/24
+EOF
+}
+conf a server 0 10.79.0.1
+conf b client 1 10.79.0.2
+
+start() {  # start NAME -> sets PID_<NAME>
+  env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced-$1.conf" \
+    >"$WORK/uroced-$1.log" 2>&1 &
+  eval "PID_${1^^}=$!"
+}
+wait_running() {  # wait_running NAME PID: up to 60 s (the EAL loads every PMD)
+  for _ in $(seq 600); do
+    grep -q "uroced: running" "$WORK/uroced-$1.log" 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+start a
+wait_running a "$PID_A" || { fail "uroced A did not come up: $(tail -5 "$WORK/uroced-a.log")"; exit 1; }
+start b
+wait_running b "$PID_B" || { fail "uroced B did not come up: $(tail -5 "$WORK/uroced-b.log")"; exit 1; }
+pass "two uroced on net_memif (pids $PID_A, $PID_B)"
+SOCK_A=$WORK/uroced-a.sock
+SOCK_B=$WORK/uroced-b.sock
+
+stat() {  # stat NAME KEY -> value (empty if absent)
+  timeout 30 "$STAT" -s "$WORK/uroced-$1.sock" "$2" 2>/dev/null | awk -v k="$2" '$1 == k { print $2 }'
+}
+
+# --- 1. the verbs operations (memif link-up and ARP happen on the first modify_qp)
+out=$(timeout 300 "$APP" run "$SOCK_A" "$SOCK_B" 2>&1); rc=$?
+echo "$out" | sed 's/^/  app: /'
+if [ $rc -eq 0 ] && grep -q "^0 failure(s)" <<<"$out"; then
+  pass "verbs_app run: every operation between the two daemons"
+else
+  fail "verbs_app run: exit $rc"
+fi
+
+# --- 2. uroce-stat
+all=$(timeout 30 "$STAT" -s "$SOCK_A" 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -q "^engine.tx_pkts " <<<"$all" && grep -q "^port.p0.rx_roce " <<<"$all"; then
+  pass "uroce-stat A: $(wc -l <<<"$all") counters"
+else
+  fail "uroce-stat A: exit $rc: $all"
+fi
+# Lower bounds from the run: A's 100000-byte WRITE alone is 98 packets at path MTU 1024 (B
+# receives them), B's 50000-byte READ response is 49 packets (A receives them).
+check_min() {  # check_min DAEMON KEY MIN
+  local v; v=$(stat "$1" "$2")
+  [ "${v:-0}" -ge "$3" ] && pass "daemon $1: $2=$v (>= $3)" || fail "daemon $1: $2='${v:-}', expected >= $3"
+}
+check_min a engine.tx_pkts 98
+check_min b port.p0.rx_roce 98
+check_min b engine.tx_pkts 49
+check_min a port.p0.rx_roce 49
+check_min a bridge.send_wqes 10
+check_min b bridge.recv_wqes 8
+[ "$(stat a bridge.bad_wqes)" = 2 ] && pass "daemon a counted the 2 malformed WQEs" \
+  || fail "daemon a bridge.bad_wqes = '$(stat a bridge.bad_wqes)', expected 2 (bad opcode, too many SGEs)"
+for d in a b; do
+  for k in daemon.qps daemon.mrs daemon.cqs daemon.pds; do
+    v=$(stat $d $k)
+    [ "$v" = 0 ] || fail "daemon $d: $k = '$v' after the app closed everything"
+  done
+done
+
+# --- 3. an app killed mid-transfer
+"$APP" hold "$SOCK_A" "$SOCK_B" >"$WORK/victim.log" 2>&1 &
+PID_V=$!
+for _ in $(seq 600); do
+  grep -q transferring "$WORK/victim.log" && break
+  kill -0 "$PID_V" 2>/dev/null || break
+  sleep 0.1
+done
+if grep -q transferring "$WORK/victim.log"; then
+  pass "victim app transferring: $(cat "$WORK/victim.log")"
+  qa=$(stat a daemon.qps); qb=$(stat b daemon.qps)
+  [ "$qa" = 1 ] && [ "$qb" = 1 ] && pass "while it runs: one QP on each daemon" \
+    || fail "while the victim runs: daemon.qps A='$qa' B='$qb', expected 1 and 1"
+  vq=$(sed -n 's/.*qp \([0-9]*\) -> .*/\1/p' "$WORK/victim.log")
+  t1=$(stat a "qp.$vq.tx_pkts"); sleep 0.5; t2=$(stat a "qp.$vq.tx_pkts")
+  [ "${t2:-0}" -gt "${t1:-0}" ] && pass "victim's qp $vq is sending (tx_pkts $t1 -> $t2)" \
+    || fail "victim's qp $vq tx_pkts '$t1' -> '$t2'"
+  kill -KILL "$PID_V"
+  wait "$PID_V" 2>/dev/null
+  PID_V=""
+  ok=0
+  for _ in $(seq 100); do  # up to 10 s for both daemons to notice
+    if [ "$(stat a daemon.qps)" = 0 ] && [ "$(stat b daemon.qps)" = 0 ] &&
+       [ "$(stat a daemon.mrs)" = 0 ] && [ "$(stat b daemon.mrs)" = 0 ]; then ok=1; break; fi
+    sleep 0.1
+  done
+  if [ $ok = 1 ]; then
+    pass "after SIGKILL: both daemons freed the victim's QPs and MRs"
+  else
+    fail "after SIGKILL: daemon.qps A='$(stat a daemon.qps)' B='$(stat b daemon.qps)' mrs A='$(stat a daemon.mrs)' B='$(stat b daemon.mrs)'"
+  fi
+  for d in a b; do
+    for k in daemon.cqs daemon.pds; do
+      v=$(stat $d $k); [ "$v" = 0 ] || fail "daemon $d: $k = '$v' after the victim died"
+    done
+    s=$(stat $d daemon.sessions)
+    [ "$s" = 1 ] && pass "daemon $d: only uroce-stat's own session left" || fail "daemon $d: daemon.sessions = '$s'"
+  done
+  out=$(timeout 300 "$APP" run "$SOCK_A" "$SOCK_B" 2>&1); rc=$?
+  if [ $rc -eq 0 ] && grep -q "^0 failure(s)" <<<"$out"; then
+    pass "another app works after the kill"
+  else
+    fail "verbs_app run after the kill: exit $rc"; echo "$out" | sed 's/^/  app: /'
+  fi
+else
+  fail "victim app did not start transferring: $(cat "$WORK/victim.log")"
+fi
+
+# --- 4. clean shutdown
+for d in a b; do
+  pid_var="PID_${d^^}"
+  stop_pid "${!pid_var}" TERM; rc=$?
+  eval "$pid_var="
+  if [ $rc -eq 0 ] && grep -q "uroced: stopped" "$WORK/uroced-$d.log"; then
+    pass "uroced $d: SIGTERM, exit 0, $(grep '^bridge counters' "$WORK/uroced-$d.log")"
+  else
+    fail "uroced $d: exit $rc"
+  fi
+done
+
+echo "$FAILS failure(s)"
+[ "$FAILS" -eq 0 ]

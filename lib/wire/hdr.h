@@ -11,26 +11,44 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace uroce::wire {
 
 namespace be {
-// Big-endian loads and stores on unaligned bytes. Private to this header by convention.
+// Big-endian loads and stores on unaligned bytes: one byte swap and one unaligned access each
+// (a memcpy the compiler turns into a mov), with a byte-wise path for constant evaluation.
+// Used by the header accessors below and by the few other wire formats uroce speaks (ARP, ND).
 constexpr uint16_t load16(const uint8_t *p) noexcept {
-  return static_cast<uint16_t>((uint16_t{p[0]} << 8) | p[1]);
+  if (std::is_constant_evaluated()) return static_cast<uint16_t>((uint16_t{p[0]} << 8) | p[1]);
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return __builtin_bswap16(v);
 }
 constexpr uint32_t load24(const uint8_t *p) noexcept {
   return (uint32_t{p[0]} << 16) | (uint32_t{p[1]} << 8) | p[2];
 }
 constexpr uint32_t load32(const uint8_t *p) noexcept {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+  if (std::is_constant_evaluated())
+    return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return __builtin_bswap32(v);
 }
 constexpr uint64_t load64(const uint8_t *p) noexcept {
-  return (uint64_t{load32(p)} << 32) | load32(p + 4);
+  if (std::is_constant_evaluated()) return (uint64_t{load32(p)} << 32) | load32(p + 4);
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return __builtin_bswap64(v);
 }
 constexpr void store16(uint8_t *p, uint16_t v) noexcept {
-  p[0] = static_cast<uint8_t>(v >> 8);
-  p[1] = static_cast<uint8_t>(v);
+  if (std::is_constant_evaluated()) {
+    p[0] = static_cast<uint8_t>(v >> 8);
+    p[1] = static_cast<uint8_t>(v);
+    return;
+  }
+  v = __builtin_bswap16(v);
+  std::memcpy(p, &v, 2);
 }
 constexpr void store24(uint8_t *p, uint32_t v) noexcept {
   p[0] = static_cast<uint8_t>(v >> 16);
@@ -38,14 +56,22 @@ constexpr void store24(uint8_t *p, uint32_t v) noexcept {
   p[2] = static_cast<uint8_t>(v);
 }
 constexpr void store32(uint8_t *p, uint32_t v) noexcept {
-  p[0] = static_cast<uint8_t>(v >> 24);
-  p[1] = static_cast<uint8_t>(v >> 16);
-  p[2] = static_cast<uint8_t>(v >> 8);
-  p[3] = static_cast<uint8_t>(v);
+  if (std::is_constant_evaluated()) {
+    store16(p, static_cast<uint16_t>(v >> 16));
+    store16(p + 2, static_cast<uint16_t>(v));
+    return;
+  }
+  v = __builtin_bswap32(v);
+  std::memcpy(p, &v, 4);
 }
 constexpr void store64(uint8_t *p, uint64_t v) noexcept {
-  store32(p, static_cast<uint32_t>(v >> 32));
-  store32(p + 4, static_cast<uint32_t>(v));
+  if (std::is_constant_evaluated()) {
+    store32(p, static_cast<uint32_t>(v >> 32));
+    store32(p + 4, static_cast<uint32_t>(v));
+    return;
+  }
+  v = __builtin_bswap64(v);
+  std::memcpy(p, &v, 8);
 }
 }  // namespace be
 

@@ -5,16 +5,6 @@
 
 #include "wire/icrc.h"
 
-// GCC's SLP vectorizer turns the byte-wise big-endian stores of hdr.h (be::store32 / store64)
-// into a vector assembled in scalar registers, spilled to the stack and reloaded 16 bytes wide,
-// which stalls on store forwarding (the RETH alone cost ~10 ns of build_headers with GCC 12).
-// Without SLP, GCC merges the same stores into bswap + mov. Clang does not need this.
-#if defined(__GNUC__) && !defined(__clang__)
-#define UROCE_WIRE_NO_SLP __attribute__((optimize("no-tree-slp-vectorize")))
-#else
-#define UROCE_WIRE_NO_SLP
-#endif
-
 namespace uroce::wire {
 
 namespace {
@@ -72,8 +62,7 @@ size_t frame_size(const PacketDesc &d) noexcept {
          static_cast<size_t>(l4_len(o, d.payload_len));
 }
 
-UROCE_WIRE_NO_SLP BuildResult build_headers(uint8_t *buf, size_t cap,
-                                            const PacketDesc &d) noexcept {
+BuildResult build_headers(uint8_t *buf, size_t cap, const PacketDesc &d) noexcept {
   BuildResult r;
   if (d.path == nullptr) return r.err = BuildError::kNoPath, r;
   const PathInfo &path = *d.path;
@@ -182,8 +171,8 @@ void finalize_frame(uint8_t *buf, const BuildResult &r) noexcept {
   icrc_store(buf + icrc_off, icrc);
 }
 
-UROCE_WIRE_NO_SLP BuildResult build_frame(uint8_t *buf, size_t cap, const PacketDesc &d,
-                                          const uint8_t *payload) noexcept {
+BuildResult build_frame(uint8_t *buf, size_t cap, const PacketDesc &d,
+                        const uint8_t *payload) noexcept {
   BuildResult r = build_headers(buf, cap, d);
   if (!r.ok()) return r;
   if (d.payload_len != 0) {

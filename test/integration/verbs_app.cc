@@ -5,8 +5,10 @@
 //   verbs_app run SOCK_A SOCK_B    one context on each daemon (A requester, B responder):
 //                                  RC SEND (1 and many packets), RC WRITE (data checked),
 //                                  WRITE_WITH_IMM, READ, FETCH_ADD / CMP_SWP, UD SEND, UC
-//                                  WRITE, completion events, then corrupt WQEs (bad opcode,
-//                                  bad lkey, too many SGEs) fail only their own QP.
+//                                  WRITE, completion events, SRQ, query_qp, corrupt WQEs (bad
+//                                  opcode, bad lkey, too many SGEs) fail only their own QP.
+//   verbs_app fuzz SOCK_A SOCK_B SEED ROUNDS   random (mostly malformed) WQEs: exactly one
+//                                  completion each, no byte outside the MRs changes.
 //   verbs_app hold SOCK_A SOCK_B   an RC pair, then RDMA WRITEs forever (the script SIGKILLs it
 //                                  and checks the daemons freed everything); prints
 //                                  "transferring" after the first completed WRITE.
@@ -155,7 +157,7 @@ void expect_cqe(Side &s, uint64_t wr_id, uint32_t status, uint32_t opcode, const
   if (got) *got = c;
 }
 
-std::unique_ptr<Qp> make_qp(Side &s, uint32_t type) {
+std::unique_ptr<Qp> make_qp(Side &s, uint32_t type, uint32_t srq = 0) {
   uroce::ctl::CreateQpPayload a{};
   a.pd = s.pd;
   a.qp_type = type;
@@ -166,6 +168,7 @@ std::unique_ptr<Qp> make_qp(Side &s, uint32_t type) {
   a.max_send_sge = 4;
   a.max_recv_sge = 3;
   a.max_inline_data = 64;
+  a.srq = srq;
   std::unique_ptr<Qp> q;
   const int rc = s.ctx->create_qp(a, &q);
   REQUIRE(rc == 0, "%s: create_qp type %u: %s", s.name, type, std::strerror(rc));
@@ -230,10 +233,10 @@ struct Pair {
   std::unique_ptr<Qp> a, b;
 };
 
-Pair connect_pair(Side &A, Side &B, uint32_t type) {
+Pair connect_pair(Side &A, Side &B, uint32_t type, uint32_t b_srq = 0) {
   Pair p;
   p.a = make_qp(A, type);
-  p.b = make_qp(B, type);
+  p.b = make_qp(B, type, b_srq);
   to_init(A, *p.a, type);
   to_init(B, *p.b, type);
   to_rtr_rts(A, *p.a, type, B, p.b->qpn);
@@ -471,6 +474,45 @@ void test_events(Side &A, Side &B, Pair &p) {
   std::printf("ok: completion event through the eventfd\n");
 }
 
+void test_srq_and_query(Side &A, Side &B) {
+  uroce::ctl::CreateSrqPayload sa{B.pd, 64, 1, 0};
+  std::unique_ptr<uroce::client::Srq> srq;
+  int rc = B.ctx->create_srq(sa, &srq);
+  REQUIRE(rc == 0, "create_srq: %s", std::strerror(rc));
+  Pair p = connect_pair(A, B, kRc, srq->handle);
+  uroce::ctl::QueryQpReply qr{};
+  rc = B.ctx->query_qp(*p.b, &qr);
+  CHECK(rc == 0 && qr.attr.qp_state == 3 && qr.attr.dest_qp_num == p.a->qpn &&
+            qr.init.srq == srq->handle && qr.attr.ah_attr.sgid_index == kGidIndex &&
+            std::memcmp(qr.attr.ah_attr.dgid, A.gid, 16) == 0,
+        "query_qp: rc %d state %u dest %u srq %u sgid_index %u", rc, qr.attr.qp_state,
+        qr.attr.dest_qp_num, qr.init.srq, qr.attr.ah_attr.sgid_index);
+  for (uint32_t i = 0; i < 3; ++i) {
+    const Sge sge{B.mr.addr + 0xe0000 + i * 4096, 4096, B.mr.lkey};
+    RecvWr wr;
+    wr.wr_id = 1500 + i;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    CHECK(B.ctx->post_srq_recv(*srq, wr) == 0, "post_srq_recv");
+  }
+  for (uint32_t i = 0; i < 3; ++i) {
+    fill(A.buf.data() + 0x70000 + i * 4096, 1000 + i, 40 + i);
+    CHECK(post(A, *p.a, 1510 + i, kWrSend, 0x70000 + i * 4096, 1000 + i) == 0, "post SEND");
+  }
+  for (uint32_t i = 0; i < 3; ++i) {
+    expect_cqe(A, 1510 + i, 0, kWcSend, "SEND to an SRQ QP (requester)");
+    Cqe c{};
+    expect_cqe(B, 1500 + i, 0, kWcRecv, "SEND to an SRQ QP (responder)", &c);
+    CHECK(c.byte_len == 1000 + i && c.qp_num == p.b->qpn &&
+              std::memcmp(B.buf.data() + 0xe0000 + i * 4096, A.buf.data() + 0x70000 + i * 4096,
+                          1000 + i) == 0,
+          "SRQ receive %u: byte_len %u qp %u / data", i, c.byte_len, c.qp_num);
+  }
+  CHECK(A.ctx->destroy_qp(*p.a) == 0 && B.ctx->destroy_qp(*p.b) == 0, "destroy SRQ QPs");
+  CHECK(B.ctx->destroy_srq(*srq) == 0, "destroy_srq");
+  std::printf("ok: query_qp; RC SEND into an SRQ (3 messages, data checked)\n");
+}
+
 // Corrupt WQEs complete with an error on their own QP only; other QPs keep working.
 void test_corrupt(Side &A, Side &B, Pair &good) {
   Pair p = connect_pair(A, B, kRc);
@@ -536,6 +578,137 @@ void test_corrupt(Side &A, Side &B, Pair &good) {
       "their QP only\n");
 }
 
+// Random WQEs (valid and invalid fields mixed, seeded) on fresh RC pairs: every WQE completes
+// exactly once (all are posted signaled; invalid ones with an error, later ones of a failed QP
+// flushed), nothing outside the registered ranges changes (canaries around the MRs on both
+// sides), both daemons keep serving, and a good pair works afterwards.
+struct Lcg {
+  uint64_t x;
+  uint32_t next() {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<uint32_t>(x >> 33);
+  }
+  uint32_t below(uint32_t n) { return n ? next() % n : 0; }
+};
+
+int fuzz(const char *sa, const char *sb, uint64_t seed, int rounds) {
+  Side A, B;
+  open_side(A, "A", sa);
+  open_side(B, "B", sb);
+  // Second MRs covering only the middle of the buffers: [kLo, kHi). Canaries everywhere else.
+  constexpr size_t kLo = 0x40000, kHi = 0xc0000;
+  Mr ma, mb;
+  REQUIRE(A.ctx->reg_mr(A.pd, A.buf, kLo, kHi - kLo, 15, &ma) == 0, "reg_mr A");
+  REQUIRE(B.ctx->reg_mr(B.pd, B.buf, kLo, kHi - kLo, 15, &mb) == 0, "reg_mr B");
+  REQUIRE(A.ctx->dereg_mr(A.mr) == 0 && B.ctx->dereg_mr(B.mr) == 0, "dereg full MRs");
+  std::memset(A.buf.data(), 0xa5, kBufBytes);
+  std::memset(B.buf.data(), 0x5a, kBufBytes);
+  Lcg rng{seed};
+  std::printf("fuzz seed %lu, %d rounds\n", static_cast<unsigned long>(seed), rounds);
+  uint64_t posted = 0, completed = 0, errors = 0;
+  uint32_t odds = 6;  // a field is malformed with probability 1/odds (per round, below)
+  auto bad = [&]() { return rng.below(odds) == 0; };
+  auto addr_in = [&](const Mr &m, uint32_t len) -> uint64_t {
+    if (!bad()) return m.addr + rng.below(static_cast<uint32_t>(m.length - len)) / 8 * 8;
+    switch (rng.below(4)) {
+      case 0:
+        return m.addr + m.length - rng.below(64);  // runs past the end
+      case 1:
+        return m.addr - 1 - rng.below(4096);  // before the start
+      case 2:
+        return (uint64_t{rng.next()} << 32) | rng.next();  // anywhere
+      default:
+        return m.addr + rng.below(static_cast<uint32_t>(m.length - len));  // unaligned
+    }
+  };
+  for (int round = 0; round < rounds; ++round) {
+    odds = round % 3 == 0 ? 6 : 300;  // some rounds mostly malformed, others mostly valid
+    Pair p = connect_pair(A, B, kRc);
+    // Receives on B (more than the SENDs of a round, or RNR retries would never end).
+    for (int i = 0; i < 40; ++i) {
+      Sge sg[3];
+      const uint32_t n = 1 + rng.below(3);
+      for (uint32_t j = 0; j < n; ++j) {
+        const uint32_t len = rng.below(8192);
+        sg[j] = {addr_in(mb, len), len, bad() ? rng.next() : mb.lkey};
+      }
+      RecvWr wr;
+      wr.wr_id = 0x90000 + i;
+      wr.sg_list = sg;
+      wr.num_sge = n;
+      CHECK(B.ctx->post_recv(*p.b, wr) == 0, "fuzz post_recv");
+    }
+    const int nw = 16 + static_cast<int>(rng.below(16));
+    for (int i = 0; i < nw; ++i) {
+      alignas(64) uint8_t slot[128];
+      for (auto &b : slot)
+        b = static_cast<uint8_t>(rng.next());
+      uroce::abi::SendWqeHeader h{};
+      h.wr_id = (static_cast<uint64_t>(round) << 32) | static_cast<uint32_t>(i);
+      h.opcode = bad() ? static_cast<uint8_t>(rng.next()) : static_cast<uint8_t>(rng.below(7));
+      const bool atomic = h.opcode == kWrCmpSwp || h.opcode == kWrFetchAdd;
+      const bool may_inline = h.opcode <= kWrSendImm;  // WRITE(_IMM), SEND(_IMM)
+      h.send_flags =
+          kSignaled | (bad() ? rng.next() : (may_inline && !rng.below(4) ? kInline : 0u));
+      h.reserved = bad() ? 1 : 0;
+      const uint32_t len = rng.below(6000);
+      if (h.send_flags & kInline) {
+        h.inline_len = static_cast<uint16_t>(bad() ? rng.below(70000) : rng.below(65));
+      } else {
+        h.num_sge = bad() ? rng.next() : atomic ? 1 : rng.below(5);
+        const uint32_t n = h.num_sge < 4 ? h.num_sge : 4;
+        for (uint32_t j = 0; j < n; ++j) {
+          const uint32_t l = atomic ? 8 : len / (n + 1);
+          const Sge sg{addr_in(ma, l), l, bad() ? rng.next() : ma.lkey};
+          std::memcpy(slot + sizeof h + j * sizeof sg, &sg, sizeof sg);
+        }
+      }
+      h.remote_addr = addr_in(mb, len);
+      h.rkey = bad() ? rng.next() : mb.rkey;
+      h.compare_add = rng.next();
+      h.swap = rng.next();
+      std::memcpy(slot, &h, sizeof h);
+      if (A.ctx->post_send_raw(*p.a, slot) == 0) ++posted;
+    }
+    // Every WQE completes exactly once (bounded wait per completion).
+    Cqe c{};
+    for (int i = 0; i < nw; ++i) {
+      if (!wait_cqe(A, &c)) {
+        CHECK(false, "fuzz round %d: %d of %d completions", round, i, nw);
+        break;
+      }
+      CHECK((c.wr_id >> 32) == static_cast<uint64_t>(round), "fuzz: completion of another round");
+      ++completed;
+      if (c.status) ++errors;
+    }
+    CHECK(A.ctx->destroy_qp(*p.a) == 0 && B.ctx->destroy_qp(*p.b) == 0, "fuzz destroy");
+    while (B.ctx->poll_cq(*B.cq, &c, 1) == 1) {
+    }
+    CHECK(A.ctx->poll_cq(*A.cq, &c, 1) == 0, "fuzz: extra completion wr_id %lu",
+          static_cast<unsigned long>(c.wr_id));
+  }
+  for (size_t i = 0; i < kBufBytes; ++i) {
+    if (i == kLo) i = kHi;
+    if (A.buf.data()[i] != 0xa5 || B.buf.data()[i] != 0x5a) {
+      CHECK(false, "byte %zu outside the MRs changed (A %02x B %02x)", i, A.buf.data()[i],
+            B.buf.data()[i]);
+      break;
+    }
+  }
+  std::printf("fuzz: %lu WQEs posted, %lu completions (%lu errors), canaries intact: %s\n",
+              static_cast<unsigned long>(posted), static_cast<unsigned long>(completed),
+              static_cast<unsigned long>(errors), g_fails ? "no" : "yes");
+  CHECK(posted == completed, "posted %lu, completed %lu", static_cast<unsigned long>(posted),
+        static_cast<unsigned long>(completed));
+  // Full-buffer MRs again, and a good pair still works.
+  REQUIRE(A.ctx->reg_mr(A.pd, A.buf, 0, kBufBytes, 15, &A.mr) == 0, "reg_mr");
+  REQUIRE(B.ctx->reg_mr(B.pd, B.buf, 0, kBufBytes, 15, &B.mr) == 0, "reg_mr");
+  Pair good = connect_pair(A, B, kRc);
+  test_rc_send(A, B, good);
+  std::printf("%d failure(s)\n", g_fails);
+  return g_fails ? 1 : 0;
+}
+
 int run(const char *sa, const char *sb) {
   Side A, B;
   open_side(A, "A", sa);
@@ -549,6 +722,7 @@ int run(const char *sa, const char *sb) {
   test_ud(A, B);
   test_uc(A, B);
   test_events(A, B, p);
+  test_srq_and_query(A, B);
   test_corrupt(A, B, p);
   CHECK(A.ctx->destroy_qp(*p.a) == 0 && B.ctx->destroy_qp(*p.b) == 0, "destroy RC QPs");
   CHECK(A.ctx->dereg_mr(A.mr) == 0 && B.ctx->dereg_mr(B.mr) == 0, "dereg_mr");
@@ -579,6 +753,9 @@ int main(int argc, char **argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc == 4 && std::strcmp(argv[1], "run") == 0) return run(argv[2], argv[3]);
   if (argc == 4 && std::strcmp(argv[1], "hold") == 0) return hold(argv[2], argv[3]);
-  std::fprintf(stderr, "usage: verbs_app run|hold SOCK_A SOCK_B\n");
+  if (argc == 6 && std::strcmp(argv[1], "fuzz") == 0)
+    return fuzz(argv[2], argv[3], std::strtoull(argv[4], nullptr, 0), std::atoi(argv[5]));
+  std::fprintf(stderr,
+               "usage: verbs_app run|hold SOCK_A SOCK_B | fuzz SOCK_A SOCK_B SEED ROUNDS\n");
   return 2;
 }

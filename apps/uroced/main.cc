@@ -420,7 +420,11 @@ int run(int argc, char **argv) {
     poll_loop(loop, *server, daemon, cfg.daemon.idle_sleep_us);
 
     std::printf("uroced: stopping\n");
-    server.reset();  // closes every client connection and unlinks the socket
+    // Tell every app the daemon is going away (its next call fails with ECONNRESET), then
+    // close every connection and unlink the socket.
+    for (uint64_t id : daemon.session_ids())
+      server->send(id, ctl::make_header(ctl::kShutdown, 0), nullptr, 0);
+    server.reset();
     daemon.close_all();
     loop.daemon = nullptr;
     const transport::EngineCounters &ec = engine->counters();

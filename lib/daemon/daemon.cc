@@ -192,6 +192,13 @@ void Daemon::close_all() {
   rebuild_lists();
 }
 
+std::vector<uint64_t> Daemon::session_ids() const {
+  std::vector<uint64_t> v;
+  for (const auto &kv : sessions_)
+    v.push_back(kv.first);
+  return v;
+}
+
 void Daemon::rebuild_lists() {
   live_sessions_.clear();
   live_cqs_.clear();

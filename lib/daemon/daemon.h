@@ -101,6 +101,8 @@ class Daemon : public ctl::Handler {
   // ---- introspection ----
   const BridgeCounters &counters() const noexcept { return ctr_; }
   size_t session_count() const noexcept { return sessions_.size(); }
+  // Control-server client ids of the connected apps (e.g. to send them kShutdown).
+  std::vector<uint64_t> session_ids() const;
   // Extra counters appended to kStats replies (uroced adds the port's).
   using StatsHook = std::function<void(std::vector<ctl::StatEntry> &)>;
   void set_stats_hook(StatsHook h) { stats_hook_ = std::move(h); }

@@ -4,6 +4,8 @@
 # distinct --file-prefix, --no-huge -m 256), and apps on lib/client talking to both:
 #   1. verbs_app run: RC SEND / WRITE (data checked) / WRITE_WITH_IMM / READ / atomics, UD SEND,
 #      UC WRITE, completion events, corrupt WQEs failing only their own QP.
+#      verbs_app requester / responder: two app processes, one on each daemon (RC WRITE,
+#      READ, SEND, data checked by both).
 #      verbs_app fuzz: seeded random WQEs (mostly malformed in some rounds, mostly valid in
 #      others): exactly one completion each, no byte outside the MRs changes, daemons alive.
 #   2. uroce-stat on both daemons: counters present, traffic counted, per-QP counters.
@@ -109,6 +111,19 @@ if [ $rc -eq 0 ] && grep -q "^0 failure(s)" <<<"$out"; then
   pass "verbs_app run: every operation between the two daemons"
 else
   fail "verbs_app run: exit $rc"
+fi
+
+# --- 1a. two apps in two processes, one on each daemon (rendezvous through files)
+mkdir "$WORK/rv"
+timeout 300 "$APP" responder "$SOCK_B" "$WORK/rv" >"$WORK/responder.log" 2>&1 &
+PID_R=$!
+timeout 300 "$APP" requester "$SOCK_A" "$WORK/rv" >"$WORK/requester.log" 2>&1; rc_q=$?
+wait "$PID_R"; rc_r=$?
+if [ $rc_q -eq 0 ] && [ $rc_r -eq 0 ]; then
+  pass "two app processes: RC WRITE, READ, SEND between them (data checked on both sides)"
+else
+  fail "two app processes: requester exit $rc_q, responder exit $rc_r"
+  sed 's/^/  requester: /' "$WORK/requester.log"; sed 's/^/  responder: /' "$WORK/responder.log"
 fi
 
 # --- 1b. random WQEs (seeded; UROCE_SEED reproduces a run)

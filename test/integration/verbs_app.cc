@@ -9,6 +9,9 @@
 //                                  opcode, bad lkey, too many SGEs) fail only their own QP.
 //   verbs_app fuzz SOCK_A SOCK_B SEED ROUNDS   random (mostly malformed) WQEs: exactly one
 //                                  completion each, no byte outside the MRs changes.
+//   verbs_app responder SOCK DIR / verbs_app requester SOCK DIR   two processes, one app on
+//                                  each daemon, meeting through files in DIR: RC WRITE
+//                                  100000 B, READ 40000 B, SEND 3000 B, data checked by both.
 //   verbs_app hold SOCK_A SOCK_B   an RC pair, then RDMA WRITEs forever (the script SIGKILLs it
 //                                  and checks the daemons freed everything); prints
 //                                  "transferring" after the first completed WRITE.
@@ -24,6 +27,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "client/client.h"
 
@@ -709,6 +713,117 @@ int fuzz(const char *sa, const char *sb, uint64_t seed, int rounds) {
   return g_fails ? 1 : 0;
 }
 
+// ---- two processes: a requester app on one daemon, a responder app on the other ----
+// They exchange (QPN, GID, MR address, rkey) through files in DIR (written to a temporary
+// name, then renamed), and the responder says "ready" once its QP is in RTS.
+struct PeerInfo {
+  uint32_t qpn = 0;
+  uint8_t gid[16] = {};
+  uint64_t addr = 0;
+  uint32_t rkey = 0;
+};
+
+void publish(const std::string &dir, const char *name, const Side &s, const Qp &q) {
+  const std::string tmp = dir + "/" + name + ".tmp", fin = dir + "/" + name;
+  FILE *f = std::fopen(tmp.c_str(), "w");
+  REQUIRE(f != nullptr, "cannot write %s", tmp.c_str());
+  std::fprintf(f, "%u %lu %u", q.qpn, static_cast<unsigned long>(s.mr.addr), s.mr.rkey);
+  for (uint8_t b : s.gid)
+    std::fprintf(f, " %u", b);
+  std::fprintf(f, "\n");
+  std::fclose(f);
+  REQUIRE(std::rename(tmp.c_str(), fin.c_str()) == 0, "rename %s", fin.c_str());
+}
+
+bool wait_file(const std::string &path) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(2 * kWaitMs);
+  while (access(path.c_str(), F_OK) != 0) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+PeerInfo read_peer(const std::string &dir, const char *name) {
+  const std::string path = dir + "/" + name;
+  REQUIRE(wait_file(path), "no %s within %d ms", path.c_str(), 2 * kWaitMs);
+  FILE *f = std::fopen(path.c_str(), "r");
+  REQUIRE(f != nullptr, "cannot read %s", path.c_str());
+  PeerInfo p;
+  unsigned long addr = 0;
+  int n = std::fscanf(f, "%u %lu %u", &p.qpn, &addr, &p.rkey);
+  for (int i = 0; i < 16 && n >= 3; ++i) {
+    unsigned b = 0;
+    n += std::fscanf(f, "%u", &b) == 1 ? 0 : -100;
+    p.gid[i] = static_cast<uint8_t>(b);
+  }
+  std::fclose(f);
+  REQUIRE(n == 3, "malformed %s", path.c_str());
+  p.addr = addr;
+  return p;
+}
+
+constexpr uint32_t kXWrite = 100000, kXRead = 40000, kXSend = 3000;
+
+int responder(const char *sock, const std::string &dir) {
+  Side B;
+  open_side(B, "responder", sock);
+  auto q = make_qp(B, kRc);
+  to_init(B, *q, kRc);
+  fill(B.buf.data() + 0x80000, kXRead, 77);  // what the requester READs
+  std::memset(B.buf.data() + 0x40000, 0, kXWrite);
+  CHECK(post_recv(B, *q, 1, 0x10000, 8192) == 0, "post_recv");
+  publish(dir, "responder.info", B, *q);
+  const PeerInfo peer = read_peer(dir, "requester.info");
+  Side P;
+  std::memcpy(P.gid, peer.gid, 16);
+  to_rtr_rts(B, *q, kRc, P, peer.qpn);
+  FILE *f = std::fopen((dir + "/responder.ready").c_str(), "w");
+  REQUIRE(f != nullptr, "ready file");
+  std::fclose(f);
+  // The SEND comes after the WRITE on the same RC QP: when it is received, the WRITE is placed.
+  Cqe c{};
+  expect_cqe(B, 1, 0, kWcRecv, "SEND from the other app", &c);
+  std::vector<uint8_t> want(kXWrite);
+  fill(want.data(), kXSend, 78);
+  CHECK(c.byte_len == kXSend && std::memcmp(B.buf.data() + 0x10000, want.data(), kXSend) == 0,
+        "SEND from the other app: byte_len %u / data", c.byte_len);
+  fill(want.data(), kXWrite, 79);
+  CHECK(std::memcmp(B.buf.data() + 0x40000, want.data(), kXWrite) == 0,
+        "WRITE from the other app: data differs");
+  CHECK(B.ctx->destroy_qp(*q) == 0, "destroy_qp");
+  std::printf("responder: %d failure(s)\n", g_fails);
+  return g_fails ? 1 : 0;
+}
+
+int requester(const char *sock, const std::string &dir) {
+  Side A;
+  open_side(A, "requester", sock);
+  auto q = make_qp(A, kRc);
+  to_init(A, *q, kRc);
+  publish(dir, "requester.info", A, *q);
+  const PeerInfo peer = read_peer(dir, "responder.info");
+  Side P;
+  std::memcpy(P.gid, peer.gid, 16);
+  to_rtr_rts(A, *q, kRc, P, peer.qpn);
+  REQUIRE(wait_file(dir + "/responder.ready"), "responder not ready");
+  fill(A.buf.data() + 0x20000, kXWrite, 79);
+  CHECK(post(A, *q, 1, kWrWrite, 0x20000, kXWrite, peer.addr + 0x40000, peer.rkey) == 0, "WRITE");
+  expect_cqe(A, 1, 0, kWcWrite, "WRITE to the other app");
+  std::memset(A.buf.data() + 0x60000, 0, kXRead);
+  CHECK(post(A, *q, 2, kWrRead, 0x60000, kXRead, peer.addr + 0x80000, peer.rkey) == 0, "READ");
+  expect_cqe(A, 2, 0, kWcRead, "READ from the other app");
+  std::vector<uint8_t> want(kXRead);
+  fill(want.data(), kXRead, 77);
+  CHECK(std::memcmp(A.buf.data() + 0x60000, want.data(), kXRead) == 0, "READ data differs");
+  fill(A.buf.data(), kXSend, 78);
+  CHECK(post(A, *q, 3, kWrSend, 0, kXSend) == 0, "SEND");
+  expect_cqe(A, 3, 0, kWcSend, "SEND to the other app");
+  CHECK(A.ctx->destroy_qp(*q) == 0, "destroy_qp");
+  std::printf("requester: %d failure(s)\n", g_fails);
+  return g_fails ? 1 : 0;
+}
+
 int run(const char *sa, const char *sb) {
   Side A, B;
   open_side(A, "A", sa);
@@ -753,9 +868,12 @@ int main(int argc, char **argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc == 4 && std::strcmp(argv[1], "run") == 0) return run(argv[2], argv[3]);
   if (argc == 4 && std::strcmp(argv[1], "hold") == 0) return hold(argv[2], argv[3]);
+  if (argc == 4 && std::strcmp(argv[1], "responder") == 0) return responder(argv[2], argv[3]);
+  if (argc == 4 && std::strcmp(argv[1], "requester") == 0) return requester(argv[2], argv[3]);
   if (argc == 6 && std::strcmp(argv[1], "fuzz") == 0)
     return fuzz(argv[2], argv[3], std::strtoull(argv[4], nullptr, 0), std::atoi(argv[5]));
   std::fprintf(stderr,
-               "usage: verbs_app run|hold SOCK_A SOCK_B | fuzz SOCK_A SOCK_B SEED ROUNDS\n");
+               "usage: verbs_app run|hold SOCK_A SOCK_B | fuzz SOCK_A SOCK_B SEED ROUNDS |\n"
+               "                 responder|requester SOCK DIR\n");
   return 2;
 }

@@ -9,9 +9,9 @@
 #      verbs_app fuzz: seeded random WQEs (mostly malformed in some rounds, mostly valid in
 #      others): exactly one completion each, no byte outside the MRs changes, daemons alive.
 #   2. uroce-stat on both daemons: counters present, traffic counted, per-QP counters.
-#   3. verbs_app hold (RDMA WRITEs in a loop) is SIGKILLed mid-transfer: both daemons free
-#      everything it owned (uroce-stat: no QP, MR, CQ or PD left, the session closed), and a
-#      new verbs_app run works.
+#   3. verbs_app hold (RDMA WRITEs in a loop) is SIGKILLed mid-transfer while another
+#      verbs_app run is under way (which must pass): both daemons free everything the victim
+#      owned (uroce-stat: no QP, MR, CQ or PD left, the session closed), and a new run works.
 #   4. SIGTERM stops both daemons with exit 0.
 # Needs root (as the other integration tests; CI runs as root). Every wait is bounded; every
 # process it starts is stopped by PID on exit; its files and DPDK runtime directories go too.
@@ -29,7 +29,7 @@ command -v timeout >/dev/null || { echo "FAIL: 'timeout' not found"; exit 1; }
 
 ID=$$
 WORK=$(mktemp -d /tmp/uroce-pair-XXXXXX)
-PID_A="" PID_B="" PID_V=""
+PID_A="" PID_B="" PID_V="" PID_C=""
 FAILS=0
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
 pass() { echo "ok: $*"; }
@@ -51,6 +51,7 @@ stop_pid() {  # stop_pid PID SIGNAL: signal, wait up to 30 s, then SIGKILL. Retu
 
 cleanup() {
   [ -n "$PID_V" ] && stop_pid "$PID_V" KILL >/dev/null 2>&1
+  [ -n "$PID_C" ] && stop_pid "$PID_C" KILL >/dev/null 2>&1
   [ -n "$PID_A" ] && stop_pid "$PID_A" TERM >/dev/null 2>&1
   [ -n "$PID_B" ] && stop_pid "$PID_B" TERM >/dev/null 2>&1
   rm -rf "/var/run/dpdk/uroce-pair-$ID-a" "/var/run/dpdk/uroce-pair-$ID-b"
@@ -183,9 +184,23 @@ if grep -q transferring "$WORK/victim.log"; then
   t1=$(stat a "qp.$vq.tx_pkts"); sleep 0.5; t2=$(stat a "qp.$vq.tx_pkts")
   [ "${t2:-0}" -gt "${t1:-0}" ] && pass "victim's qp $vq is sending (tx_pkts $t1 -> $t2)" \
     || fail "victim's qp $vq tx_pkts '$t1' -> '$t2'"
+  # Another app starts its whole run now; the victim dies while it is under way.
+  timeout 300 "$APP" run "$SOCK_A" "$SOCK_B" >"$WORK/concurrent.log" 2>&1 &
+  PID_C=$!
+  for _ in $(seq 300); do  # until the concurrent app has its QPs connected (up to 30 s)
+    grep -q "RC QPs connected" "$WORK/concurrent.log" && break
+    sleep 0.1
+  done
   kill -KILL "$PID_V"
   wait "$PID_V" 2>/dev/null
   PID_V=""
+  wait "$PID_C"; rc=$?
+  PID_C=""
+  if [ $rc -eq 0 ] && grep -q "^0 failure(s)" "$WORK/concurrent.log"; then
+    pass "an app running while the victim was killed completed every operation"
+  else
+    fail "concurrent app: exit $rc"; sed 's/^/  app: /' "$WORK/concurrent.log"
+  fi
   ok=0
   for _ in $(seq 100); do  # up to 10 s for both daemons to notice
     if [ "$(stat a daemon.qps)" = 0 ] && [ "$(stat b daemon.qps)" = 0 ] &&

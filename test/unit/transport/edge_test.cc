@@ -89,7 +89,8 @@ TEST_F(EdgeTest, MessageLongerThanThePsnWindowContinuesOnAcks) {
 // RTS -> SQD with IBV_QP_EN_SQD_ASYNC_NOTIFY while three 12-packet WRITEs are queued and the
 // first poll has sent 16 packets (all of WRITE 1, 4 of WRITE 2): WRITE 2 is finished, WRITE 3
 // does not start, and SQ_DRAINED is raised once, after WRITE 2's ACK (IBTA 10.3.1.6; rxe raises
-// it from rxe_comp.c when the SQ is drained). Back to RTS, WRITE 3 goes out.
+// it from req_next_wqe in rxe_req.c once every begun WQE has completed). Back to RTS, WRITE 3 goes
+// out.
 TEST_F(EdgeTest, SqdFinishesBegunMessagesThenRaisesSqDrainedOnce) {
   connect();
   fill_pattern(a.at(0), 3 * 12 * 1024, 2);

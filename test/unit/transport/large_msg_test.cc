@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Messages up to the IBTA maximum between two engines over the fake link: an RC RDMA WRITE, an
 // RC SEND and an RC RDMA READ of exactly 1 GiB (262,144 packets each at MTU 4096) with every
-// byte checked, a WRITE of exactly 2^31 bytes (the engine's kMaxMsgSize, rxe's max_msg_sz), and
-// the boundary: a message of 2^31 + 1 bytes is refused at post time with EINVAL (rxe
-// validate_send_wr: "message length too long", -EINVAL), and one whose SGE lengths sum past
+// byte checked, a WRITE and a SEND of exactly 2^31 bytes (the engine's kMaxMsgSize, rxe's
+// max_msg_sz), and the boundary: a message of 2^31 + 1 bytes is refused at post time with EINVAL
+// (rxe validate_send_wr: "message length too long", -EINVAL), and one whose SGE lengths sum past
 // 2^32 (the 32-bit wrap a naive sum would hit) is refused too.
 //
 // Size: UROCE_LARGE_MSG_BYTES (decimal, a multiple of 8) replaces 1 GiB, e.g. 67108864 for the
 // ASan / UBSan stage (test/unit/transport/meson.build registers that variant when the build has
-// a sanitizer); with it set below 1 GiB the 2^31 WRITE is skipped by design, as it needs 4 GiB
+// a sanitizer); with it set below 1 GiB the two 2^31 cases are skipped by design, as it needs 4 GiB
 // of buffers. Buffers are mmap(MAP_NORESERVE) and filled with a cheap position-dependent
 // pattern (each 8-byte word is a function of its index and a per-test salt).
 #include <gtest/gtest.h>
@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "harness.h"
+#include "wire/packet.h"
 
 namespace uroce::transport::testing {
 namespace {
@@ -227,6 +228,37 @@ TEST_F(LargeMsg, WriteOfExactly2To31Bytes) {
   EXPECT_EQ(net->e(0).qp_counters(qa)->tx_pkts, packets(len));
 }
 
+// A SEND of exactly 2^31 bytes into a receive WQE of exactly 2^31 bytes split over two SGEs
+// (the placement crosses from the first SGE into the second at 2^30).
+TEST_F(LargeMsg, SendOfExactly2To31Bytes) {
+  if (message_bytes() < kGiB) GTEST_SKIP() << "UROCE_LARGE_MSG_BYTES set: the 4 GiB case is off";
+  const uint64_t len = 1ull << 31;
+  Region a(*net, 0, len, kVaA), b(*net, 1, len, kVaB);
+  ASSERT_TRUE(a.ok() && b.ok());
+  fill_words(a.mem(), len, 0xE5);
+  RecvWr r;
+  r.wr_id = 8;
+  r.num_sge = 2;
+  r.sg_list[0] = b.sge(0, static_cast<uint32_t>(kGiB));
+  r.sg_list[1] = b.sge(kGiB, static_cast<uint32_t>(kGiB));
+  ASSERT_EQ(net->e(1).post_recv(qb, r), 0);
+  SendWr w;
+  w.wr_id = 5;
+  w.opcode = WrOpcode::kSend;
+  w.send_flags = kSendSignaled;
+  w.num_sge = 1;
+  w.sg_list[0] = a.sge(0, 0x80000000u);
+  ASSERT_EQ(net->e(0).post_send(qa, w), 0);
+  auto wa = wait(0, 1);
+  auto wb = wait(1, 1);
+  ASSERT_EQ(wa.size(), 1u);
+  ASSERT_EQ(wb.size(), 1u);
+  EXPECT_EQ(wa[0].status, WcStatus::kSuccess) << wc_status_str(wa[0].status);
+  EXPECT_EQ(wb[0].status, WcStatus::kSuccess) << wc_status_str(wb[0].status);
+  EXPECT_EQ(wb[0].byte_len, len);
+  EXPECT_EQ(first_bad_word(b.mem(), len, 0xE5), UINT64_MAX);
+}
+
 // One byte more than 2^31 is refused when posted, whatever the opcode or SGE split, and
 // nothing is sent; the QP stays usable.
 TEST_F(LargeMsg, MoreThan2To31BytesIsEinvalAtPost) {
@@ -276,6 +308,56 @@ TEST_F(LargeMsg, MoreThan2To31BytesIsEinvalAtPost) {
   EXPECT_EQ(wc[0].status, WcStatus::kLocProtErr);
   EXPECT_EQ(wc[0].byte_len, 0x80000000u);
   EXPECT_EQ(net->e(0).qp_counters(q)->tx_pkts, 0u);
+}
+
+// The receive side of the limit, with frames crafted as a peer that does not check might send
+// them: a WRITE FIRST whose RETH DMA length is 2^31 + 1 is an invalid request (rxe_resp.c
+// check_length: reth_len > 2^31 -> RESPST_ERR_LENGTH -> RC class C, NAK invalid request); with
+// exactly 2^31 the length check passes and the R_Key check (a 64 KiB region) fails instead:
+// NAK remote access error. Either way the responder enters ERR and writes nothing.
+TEST_F(LargeMsg, IncomingWriteLongerThan2To31IsInvalidRequest) {
+  Region b(*net, 1, 1 << 16, kVaB);
+  ASSERT_TRUE(b.ok());
+  std::vector<uint8_t> syndromes;
+  test::Faults f;
+  f.filter = [&](const uint8_t *fr, uint32_t len) {
+    wire::ParsedPacket p;
+    if (wire::parse_frame(fr, len, &p, 0) == wire::ParseError::kOk &&
+        p.bth()->opcode() == wire::op::kRcAck)
+      syndromes.push_back(p.aeth()->syndrome());
+    return test::Action::kPass;
+  };
+  net->link.set_faults(*net->node(1).ep, *net->node(0).ep, f);
+  const wire::PathInfo path = net->path(0, 1);
+  for (const uint32_t dma_len : {0x80000001u, 0x80000000u}) {
+    SCOPED_TRACE(dma_len);
+    RcParams rp;
+    rp.mtu = Mtu::k4096;
+    auto [x, y] = net->connect(0, 1, rp);
+    (void)x;
+    wire::PacketDesc d;
+    d.path = &path;
+    d.f.opcode = wire::op::kRcWriteFirst;
+    d.f.dest_qp = y;
+    d.f.psn = rp.psn_a;  // the responder's ePSN
+    d.f.va = b.va();
+    d.f.rkey = b.key();
+    d.f.dma_len = dma_len;
+    d.payload_len = 4096;
+    std::vector<uint8_t> frame(9216), payload(4096, 0xEE);
+    const wire::BuildResult r = wire::build_frame(frame.data(), frame.size(), d, payload.data());
+    ASSERT_TRUE(r.ok());
+    syndromes.clear();
+    net->e(1).rx(frame.data(), r.frame_len);
+    net->settle();
+    QpAttr at;
+    ASSERT_EQ(net->e(1).query_qp(y, &at, nullptr), 0);
+    EXPECT_EQ(at.qp_state, QpState::kErr);
+    ASSERT_EQ(syndromes.size(), 1u);
+    EXPECT_EQ(syndromes[0], dma_len > 0x80000000u ? 0x61 : 0x62);  // invalid request / access
+    for (uint32_t i = 0; i < 4096; ++i)
+      ASSERT_EQ(b.mem()[i], 0) << i;
+  }
 }
 
 }  // namespace

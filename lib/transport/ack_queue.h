@@ -75,9 +75,10 @@ class AckQueue {
   uint64_t coalesced() const noexcept { return coalesced_; }
 
  private:
-  RespOp ops_[kCap];
+  // Indices first: empty() / size() then share a cache line with the QP fields before the queue.
   uint32_t head_ = 0, tail_ = 0;
   uint64_t coalesced_ = 0;
+  RespOp ops_[kCap];
 };
 
 }  // namespace uroce::transport

@@ -26,6 +26,10 @@ class Engine : public EngineCore {
 
   // Handles one received frame (the engine does not keep the pointer).
   void rx(const uint8_t *frame, uint32_t len) noexcept;
+  // Handles n received frames in order, exactly as n calls of rx(); while one frame is being
+  // handled, the destination QP of a frame two places further on is prefetched (a hint only:
+  // a frame that is not RoCE v2 or names no QP is simply not prefetched).
+  void rx_burst(const uint8_t *const *frames, const uint32_t *lens, uint32_t n) noexcept;
 
   // Expires timers, then lets each active QP send (responses first, then requests), at most
   // cfg.tx_budget packets each. Returns the number of packets sent.
@@ -45,6 +49,10 @@ class Engine : public EngineCore {
   // Builds and commits one frame; payload is written by `fill(dst)` (returns false to abort).
   template <class Fill>
   int tx_frame(const wire::PacketDesc &d, Fill &&fill) noexcept;
+  // The same with the headers written by `hdrs(buf, cap)` -> wire::BuildResult (e.g. from the
+  // QP's header template, hdr_template.h).
+  template <class Hdrs, class Fill>
+  int tx_frame_with(Hdrs &&hdrs, Fill &&fill) noexcept;
 
   Port &port_;
   const Clk &clock_;
@@ -59,12 +67,19 @@ inline constexpr int kTxFillError = 3;
 template <TxPort Port, Clock Clk>
 template <class Fill>
 int Engine<Port, Clk>::tx_frame(const wire::PacketDesc &d, Fill &&fill) noexcept {
+  return tx_frame_with([&d](uint8_t *buf, size_t cap) { return wire::build_headers(buf, cap, d); },
+                       static_cast<Fill &&>(fill));
+}
+
+template <TxPort Port, Clock Clk>
+template <class Hdrs, class Fill>
+int Engine<Port, Clk>::tx_frame_with(Hdrs &&hdrs, Fill &&fill) noexcept {
   TxBuf b = port_.tx_alloc();
   if (b.data == nullptr) {
     ++ctr_.tx_backpressure;
     return kTxNoBuffer;
   }
-  const wire::BuildResult r = wire::build_headers(b.data, b.cap, d);
+  const wire::BuildResult r = hdrs(b.data, static_cast<size_t>(b.cap));
   if (!r.ok()) {
     port_.tx_abort(b);
     return kTxBuildError;
@@ -87,6 +102,7 @@ uint32_t Engine<Port, Clk>::poll() noexcept {
   Qp *q = act_head_;
   while (q) {
     Qp *next = q->act_next;
+    if (next) prefetch_qp(next);  // its hot lines load while this QP sends
     bool port_full = false;
     const uint32_t budget = cfg_.tx_budget;
     uint32_t n = run_responses(*q, budget, &port_full);
@@ -101,6 +117,18 @@ uint32_t Engine<Port, Clk>::poll() noexcept {
     q = next;
   }
   return sent;
+}
+
+template <TxPort Port, Clock Clk>
+void Engine<Port, Clk>::rx_burst(const uint8_t *const *frames, const uint32_t *lens,
+                                 uint32_t n) noexcept {
+  constexpr uint32_t kAhead = 2;
+  for (uint32_t i = 0; i < n && i < kAhead; ++i)
+    prefetch_rx_qp(frames[i], lens[i]);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) prefetch_rx_qp(frames[i + kAhead], lens[i + kAhead]);
+    rx(frames[i], lens[i]);
+  }
 }
 
 }  // namespace uroce::transport

@@ -127,6 +127,7 @@ int EngineCore::modify_qp(uint32_t qpn, const QpAttr &attr, uint32_t mask) noexc
   if ((mask & kQpMaxDestRdAtomic) && attr.max_dest_rd_atomic > kMaxRdAtomic) return EINVAL;
 
   // Attributes first, then the state change (as rxe_qp_from_attr).
+  q.hdr.invalidate();  // rebuilt from path / dest_qpn by the next packet
   if (mask & kQpAccessFlags) q.access = attr.qp_access_flags;
   if (mask & kQpPkeyIndex) q.pkey_index = attr.pkey_index;
   if (mask & kQpQkey) q.qkey = attr.qkey;

@@ -7,10 +7,12 @@
 // Everything a QP needs is allocated by create_qp; nothing on the data path allocates.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
 #include "transport/ack_queue.h"
+#include "transport/hdr_template.h"
 #include "transport/timer.h"
 #include "transport/verbs_types.h"
 #include "transport/wq.h"
@@ -53,86 +55,103 @@ struct QpCounters {
   uint64_t ce_seen = 0, cnp_sent = 0, cnp_rcvd = 0;
 };
 
-struct Qp {
-  // identity and setup
+// Field order is a cache layout (doc/transport.md, "Memory per QP"): what every packet of a
+// busy QP touches comes first, in the first cache lines (identity, state, scheduling links,
+// PSNs, the path the headers are built from, the queues' indices, the response queue's
+// indices); what only setup, errors, READ / atomics or introspection touch comes last (the
+// 768-byte responder resources, the counters, the RNR timer). Only the order matters here:
+// every field keeps its meaning and default.
+struct alignas(64) Qp {
+  // ---- hot: touched by every data packet / ACK of the QP ----
+  // identity and state (rx checks, poll)
   bool in_use = false;
-  uint32_t index = 0;
-  uint32_t qpn = 0;
+  bool active = false;             // on the engine's active list
+  bool rnr_wait = false;           // paused by an RNR NAK until rnr_timer fires
+  bool fatal_nak_pending = false;  // a NAK to send although the QP has entered ERR
+  bool cnp_pending = false;
+  bool sq_sig_all = false;
+  bool resp_in_msg = false;    // a multi-packet SEND / WRITE is in progress
+  bool resp_nak_sent = false;  // a PSN sequence error NAK is outstanding (one per gap)
   QpType type = QpType::kRc;
   QpState state = QpState::kReset;
-  uint32_t pd = 0, send_cq = 0, recv_cq = 0, srq = 0;  // handles, srq 0 = none
-  bool sq_sig_all = false;
-  QpCap cap;
-
-  // attributes (modify_qp)
-  wire::PathInfo path;
-  uint16_t udp_sport = 0xC000;
+  uint32_t index = 0;
+  uint32_t qpn = 0;
   uint32_t dest_qpn = 0;
-  uint32_t qkey = 0;
+  uint32_t pd = 0, send_cq = 0, recv_cq = 0, srq = 0;  // handles, srq 0 = none
   uint32_t access = 0;
-  Mtu mtu_enum = Mtu::k1024;
   uint32_t mtu = 1024;
   uint32_t mtu_shift = 10;
-  uint16_t pkey_index = 0;
-  uint8_t timeout = 0, retry_cnt = 0, rnr_retry = 0, min_rnr_timer = 0;
-  uint8_t max_rd_atomic = 0, max_dest_rd_atomic = 0;
-  uint32_t path_mig_state = 0;
-  bool en_sqd_async_notify = false;
-  uint32_t sq_psn = 0, rq_psn = 0;  // as last set
 
-  SendQueue sq;
-  RecvQueue rq;
+  // scheduling
+  Qp *act_next = nullptr, *act_prev = nullptr;
 
   // requester
   uint32_t req_psn = 0;        // PSN of the next new request packet
   uint32_t req_idx = 0;        // SQ counter of the WQE being transmitted
   uint32_t rd_atomic_out = 0;  // READ / atomic WQEs started and not completed
   uint32_t noack_pkts = 0;     // packets since the last AckReq
-  bool rnr_wait = false;       // paused by an RNR NAK until rnr_timer fires
-  bool sqd_notified = false;
 
   // completer
   uint32_t comp_psn = 0;  // oldest unacknowledged PSN
   uint8_t retry_left = 0, rnr_left = 0;
   uint8_t peer_credits = aeth::kCreditsUnlimited;
   bool retry_started = false;  // a go-back-N is under way and no progress was seen since
+  uint8_t timeout = 0, retry_cnt = 0, rnr_retry = 0, min_rnr_timer = 0;
+  uint8_t max_rd_atomic = 0, max_dest_rd_atomic = 0;
 
   // responder
-  uint32_t resp_psn = 0;  // ePSN
-  uint32_t resp_msn = 0;
   uint8_t resp_prev_op = 0;    // last accepted opcode (sequence checks)
-  bool resp_in_msg = false;    // a multi-packet SEND / WRITE is in progress
-  bool resp_nak_sent = false;  // a PSN sequence error NAK is outstanding (one per gap)
   bool resp_drop_msg = false;  // UC: the rest of this message is being dropped
   bool resp_has_wqe = false;   // resp_wqe holds a receive WQE taken from the RQ / SRQ
-  RecvWqe resp_wqe;
-  std::unique_ptr<Sge[]> resp_sge;
-  uint32_t resp_sge_cap = 0;
+  uint32_t resp_psn = 0;       // ePSN
+  uint32_t resp_msn = 0;
   uint32_t resp_off = 0;  // SEND: bytes placed in resp_wqe
   uint64_t resp_va = 0;   // WRITE: next VA
   uint32_t resp_rkey = 0;
   uint32_t resp_resid = 0;  // WRITE: bytes still expected
   uint32_t resp_len = 0;    // WRITE: dma_len of the message
-  RespResource res[kMaxRdAtomic];
-  uint32_t res_head = 0;
+
+  // attributes (modify_qp) the headers are built from
+  uint16_t udp_sport = 0xC000;
+  wire::PathInfo path;
+  HdrTemplate hdr;  // RC / UC frame headers pre-built from path / dest_qpn (hdr_template.h)
+
+  SendQueue sq;
+  RecvQueue rq;
+  QpTimer retrans_timer;
   AckQueue acks;
-  bool fatal_nak_pending = false;  // a NAK to send although the QP has entered ERR
+
+  // ---- cold: setup, errors, READ / atomic, introspection ----
+  // (kQpHotBytes below: the bytes before this point, prefetched by poll() / rx_burst())
+  QpCap cap;
+  uint32_t qkey = 0;
+  Mtu mtu_enum = Mtu::k1024;
+  uint16_t pkey_index = 0;
+  uint32_t path_mig_state = 0;
+  bool en_sqd_async_notify = false;
+  bool sqd_notified = false;
+  uint32_t sq_psn = 0, rq_psn = 0;  // as last set
+
+  RecvWqe resp_wqe;
+  std::unique_ptr<Sge[]> resp_sge;
+  uint32_t resp_sge_cap = 0;
   uint8_t fatal_nak_syndrome = 0;
   uint32_t fatal_nak_psn = 0;
 
   // congestion hooks
-  uint64_t last_cnp_ns = 0;
-  bool cnp_pending = false;
   bool cnp_ever = false;
+  uint64_t last_cnp_ns = 0;
 
-  // scheduling
-  Qp *act_next = nullptr, *act_prev = nullptr;
-  bool active = false;
-  QpTimer retrans_timer, rnr_timer;
-
+  QpTimer rnr_timer;
   QpCounters stats;
+  RespResource res[kMaxRdAtomic];
+  uint32_t res_head = 0;
 
   bool has_send_work() const noexcept { return req_idx != sq.head(); }
 };
+
+// The hot head of a Qp: everything up to and including the response queue's indices and first
+// entries (acks starts at byte 328 with GCC 12 / x86-64; offsetof is not allowed on Qp).
+inline constexpr size_t kQpHotBytes = 384;
 
 }  // namespace uroce::transport

@@ -7,6 +7,9 @@
 // simply sends again from there. Included by engine.h.
 #pragma once
 
+#include <cassert>
+#include <cstring>
+
 #include "transport/engine.h"
 #include "wire/psn.h"
 
@@ -145,67 +148,120 @@ uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_fu
           w->first_psn = qp.req_psn;
           w->last_psn = wire::psn_add(qp.req_psn, npk - 1);
         }
-        wire::PacketDesc d;
-        wire::PathInfo ud_path;
-        if (qp.type == QpType::kUd) {
-          ud_path = *ah_path(w->ah, qp.pd);
-          ud_path.udp_sport = qp.udp_sport;
-          d.path = &ud_path;
-        } else {
-          d.path = &qp.path;
-        }
-        d.ip_id = ip_id_++;
-        d.ecn = cfg_.ecn ? wire::Ecn::kEct0 : wire::Ecn::kNotEct;
-        d.payload_len = plen;
-        wire::PacketFields &f = d.f;
-        f.opcode = detail::request_opcode(qp.type, w->opcode, first, last);
-        f.dest_qp = qp.type == QpType::kUd ? w->remote_qpn : qp.dest_qpn;
-        f.psn = qp.req_psn;
         bool ackreq = false;
         if (qp.type == QpType::kRc) {
           ackreq = last || ++qp.noack_pkts >= cfg_.ack_req_every;
           if (ackreq) qp.noack_pkts = 0;
         }
-        f.ack_req = ackreq;
-        f.solicited =
+        const uint8_t opcode = detail::request_opcode(qp.type, w->opcode, first, last);
+        const bool se =
             last && (w->flags & kSendSolicited) &&
             (w->opcode == WrOpcode::kSend || w->opcode == WrOpcode::kSendWithImm ||
              w->opcode == WrOpcode::kSendWithInv || w->opcode == WrOpcode::kRdmaWriteWithImm);
-        switch (w->opcode) {
-          case WrOpcode::kRdmaWrite:
-          case WrOpcode::kRdmaWriteWithImm:
-            f.va = w->remote_addr;
-            f.rkey = w->rkey;
-            f.dma_len = w->length;
-            break;
-          case WrOpcode::kRdmaRead:
-            f.va = w->remote_addr + off;
-            f.rkey = w->rkey;
-            f.dma_len = w->length - off;
-            break;
-          case WrOpcode::kAtomicCmpAndSwp:
-            f.va = w->remote_addr;
-            f.rkey = w->rkey;
-            f.swap_add = w->swap;
-            f.compare = w->compare_add;
-            break;
-          case WrOpcode::kAtomicFetchAndAdd:
-            f.va = w->remote_addr;
-            f.rkey = w->rkey;
-            f.swap_add = w->compare_add;
-            break;
-          default:
-            break;
+        const uint16_t ip_id = ip_id_++;
+        const wire::Ecn ecn = cfg_.ecn ? wire::Ecn::kEct0 : wire::Ecn::kNotEct;
+        const uint32_t psn = qp.req_psn;
+        // The whole description for lib/wire's builder: UD (the path comes from the WR's AH),
+        // or a connected QP whose template cannot be built; without NDEBUG also the reference
+        // every templated frame is compared with.
+        auto describe = [&](wire::PacketDesc &d, wire::PathInfo &ud_path) {
+          if (qp.type == QpType::kUd) {
+            ud_path = *ah_path(w->ah, qp.pd);
+            ud_path.udp_sport = qp.udp_sport;
+            d.path = &ud_path;
+          } else {
+            d.path = &qp.path;
+          }
+          d.ip_id = ip_id;
+          d.ecn = ecn;
+          d.payload_len = plen;
+          wire::PacketFields &f = d.f;
+          f.opcode = opcode;
+          f.dest_qp = qp.type == QpType::kUd ? w->remote_qpn : qp.dest_qpn;
+          f.psn = psn;
+          f.ack_req = ackreq;
+          f.solicited = se;
+          switch (w->opcode) {
+            case WrOpcode::kRdmaWrite:
+            case WrOpcode::kRdmaWriteWithImm:
+              f.va = w->remote_addr;
+              f.rkey = w->rkey;
+              f.dma_len = w->length;
+              break;
+            case WrOpcode::kRdmaRead:
+              f.va = w->remote_addr + off;
+              f.rkey = w->rkey;
+              f.dma_len = w->length - off;
+              break;
+            case WrOpcode::kAtomicCmpAndSwp:
+              f.va = w->remote_addr;
+              f.rkey = w->rkey;
+              f.swap_add = w->swap;
+              f.compare = w->compare_add;
+              break;
+            case WrOpcode::kAtomicFetchAndAdd:
+              f.va = w->remote_addr;
+              f.rkey = w->rkey;
+              f.swap_add = w->compare_add;
+              break;
+            default:
+              break;
+          }
+          f.imm_be = w->imm_be;
+          f.inv_rkey = w->inv_rkey;
+          if (qp.type == QpType::kUd) {
+            // IBTA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
+            f.qkey = (w->remote_qkey & 0x80000000u) ? qp.qkey : w->remote_qkey;
+            f.src_qp = qp.qpn;
+          }
+        };
+        auto fill = [&](uint8_t *dst) { return plen == 0 || gather_send(qp, idx, off, dst, plen); };
+        int rc;
+        if (qp.type != QpType::kUd && (qp.hdr.valid() || qp.hdr.build(qp.path, qp.dest_qpn))) {
+          // Connected QP: copy the QP's header template, patch it, add the extended headers.
+          rc = tx_frame_with(
+              [&](uint8_t *buf, size_t cap) {
+                const wire::OpcodeInfo &o = wire::opcode_info(opcode);
+                const wire::BuildResult r =
+                    qp.hdr.write(buf, cap, o, opcode, plen, ecn, ip_id, se, ackreq, psn);
+                if (!r.ok()) return r;
+                uint8_t *bp = buf + qp.hdr.bth_off;
+                if (o.off_reth) {
+                  const uint32_t roff = w->opcode == WrOpcode::kRdmaRead ? off : 0;
+                  wire::hdr_at<wire::Reth>(bp + o.off_reth)
+                      ->set(w->remote_addr + roff, w->rkey, w->length - roff);
+                }
+                if (o.off_atomic_eth) {
+                  const bool cas = w->opcode == WrOpcode::kAtomicCmpAndSwp;
+                  wire::hdr_at<wire::AtomicEth>(bp + o.off_atomic_eth)
+                      ->set(w->remote_addr, w->rkey, cas ? w->swap : w->compare_add,
+                            cas ? w->compare_add : 0);
+                }
+                if (o.off_imm) wire::hdr_at<wire::ImmDt>(bp + o.off_imm)->set_raw_be(w->imm_be);
+                if (o.off_ieth) wire::hdr_at<wire::Ieth>(bp + o.off_ieth)->set_rkey(w->inv_rkey);
+#ifndef NDEBUG
+                {
+                  wire::PacketDesc d;
+                  wire::PathInfo ud_path;
+                  describe(d, ud_path);
+                  uint8_t ref[HdrTemplate::kMaxLen + 64];
+                  // Headers only: ref holds them all (at most 78 + 28 bytes); the cap passed is the
+                  // frame's, so that the size check sees what it saw for the real buffer.
+                  const wire::BuildResult g = wire::build_headers(ref, r.frame_len, d);
+                  assert(g.ok() && g.payload_off == r.payload_off && g.frame_len == r.frame_len &&
+                         g.l3_off == r.l3_off && g.ipv6 == r.ipv6 &&
+                         std::memcmp(ref, buf, r.payload_off) == 0);
+                }
+#endif
+                return r;
+              },
+              fill);
+        } else {
+          wire::PacketDesc d;
+          wire::PathInfo ud_path;
+          describe(d, ud_path);
+          rc = tx_frame(d, fill);
         }
-        f.imm_be = w->imm_be;
-        f.inv_rkey = w->inv_rkey;
-        if (qp.type == QpType::kUd) {
-          // IBTA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
-          f.qkey = (w->remote_qkey & 0x80000000u) ? qp.qkey : w->remote_qkey;
-          f.src_qp = qp.qpn;
-        }
-        const int rc = tx_frame(
-            d, [&](uint8_t *dst) { return plen == 0 || gather_send(qp, idx, off, dst, plen); });
         if (rc == kTxNoBuffer) {
           *port_full = true;
           st = ReqState::kStop;

@@ -5,6 +5,7 @@
 // Included by engine.h.
 #pragma once
 
+#include <cassert>
 #include <cstring>
 
 #include "transport/engine.h"
@@ -14,15 +15,48 @@ namespace uroce::transport {
 
 template <TxPort Port, Clock Clk>
 bool Engine<Port, Clk>::send_ack(Qp &qp, uint8_t syndrome, uint32_t psn, uint32_t msn) noexcept {
-  wire::PacketDesc d;
-  d.path = &qp.path;
-  d.ip_id = ip_id_++;
-  d.f.opcode = wire::op::kRcAck;
-  d.f.dest_qp = qp.dest_qpn;
-  d.f.psn = psn;
-  d.f.syndrome = syndrome;
-  d.f.msn = msn;
-  const int rc = tx_frame(d, [](uint8_t *) { return true; });
+  const uint16_t ip_id = ip_id_++;
+  auto describe = [&](wire::PacketDesc &d) {
+    d.path = &qp.path;
+    d.ip_id = ip_id;
+    d.f.opcode = wire::op::kRcAck;
+    d.f.dest_qp = qp.dest_qpn;
+    d.f.psn = psn;
+    d.f.syndrome = syndrome;
+    d.f.msn = msn;
+  };
+  auto no_payload = [](uint8_t *) { return true; };
+  int rc;
+  if (qp.hdr.valid() || qp.hdr.build(qp.path, qp.dest_qpn)) {
+    // The QP's header template (hdr_template.h) + the AETH.
+    rc = tx_frame_with(
+        [&](uint8_t *buf, size_t cap) {
+          const wire::OpcodeInfo &o = wire::opcode_info(wire::op::kRcAck);
+          const wire::BuildResult r = qp.hdr.write(buf, cap, o, wire::op::kRcAck, 0,
+                                                   wire::Ecn::kNotEct, ip_id, false, false, psn);
+          if (!r.ok()) return r;
+          wire::hdr_at<wire::Aeth>(buf + qp.hdr.bth_off + o.off_aeth)->set(syndrome, msn);
+#ifndef NDEBUG
+          {
+            wire::PacketDesc d;
+            describe(d);
+            uint8_t ref[HdrTemplate::kMaxLen + 64];
+            // Headers only: ref holds them all (at most 78 + 28 bytes); the cap passed is the
+            // frame's, so that the size check sees what it saw for the real buffer.
+            const wire::BuildResult g = wire::build_headers(ref, r.frame_len, d);
+            assert(g.ok() && g.payload_off == r.payload_off && g.frame_len == r.frame_len &&
+                   g.l3_off == r.l3_off && g.ipv6 == r.ipv6 &&
+                   std::memcmp(ref, buf, r.payload_off) == 0);
+          }
+#endif
+          return r;
+        },
+        no_payload);
+  } else {
+    wire::PacketDesc d;
+    describe(d);
+    rc = tx_frame(d, no_payload);
+  }
   if (rc == kTxNoBuffer) return false;
   ++qp.stats.tx_pkts;
   return true;

@@ -17,7 +17,7 @@
 namespace uroce::ctl {
 
 enum VerbsType : uint16_t {
-  kOpenContext = kFirstVerbsType,  // empty -> OpenContextReply + fd: doorbell ring memfd
+  kOpenContext = kFirstVerbsType,  // empty -> OpenContextReply + fds: doorbell ring, async eventfd
   kQueryDevice,                    // empty -> DeviceAttrPayload
   kQueryPort,                      // PortNumPayload -> PortAttrPayload
   kQueryGid,                       // QueryGidPayload -> GidPayload
@@ -36,7 +36,8 @@ enum VerbsType : uint16_t {
   kCreateAh,                       // CreateAhPayload -> HandlePayload
   kDestroyAh,                      // HandlePayload -> empty
   kStats,                          // StatsRequest -> StatsReply (counters, paginated)
-  kLastVerbsType = kStats,
+  kGetAsyncEvents,                 // empty -> AsyncEventsReply (the session's pending events)
+  kLastVerbsType = kGetAsyncEvents,
 };
 
 // A generic object handle (PD, CQ, SRQ, AH, QPN, MR lkey).
@@ -303,6 +304,22 @@ struct StatsReply {
 };
 static_assert(sizeof(StatsReply) == 16 + 64 * kStatsPerReply && sizeof(StatsReply) <= kMaxPayload);
 
+// Asynchronous events (ibv_async_event) of one session, oldest first. The daemon writes the
+// session's async eventfd (the second fd of the kOpenContext reply) when it queues one; the app
+// then asks for them. A session queues at most kMaxAsyncEvents; more are counted as lost.
+inline constexpr uint32_t kMaxAsyncEvents = 64;
+struct AsyncEventEntry {
+  uint32_t event_type;  // ibv_event_type (IBV_EVENT_QP_FATAL = 1, SRQ_LIMIT_REACHED = 17, ...)
+  uint32_t handle;      // QPN, CQ or SRQ handle, as the event type says
+};
+static_assert(sizeof(AsyncEventEntry) == 8);
+struct AsyncEventsReply {
+  uint32_t count;
+  uint32_t lost;  // events dropped since the last request because the queue was full
+  AsyncEventEntry events[kMaxAsyncEvents];
+};
+static_assert(sizeof(AsyncEventsReply) == 8 + 8 * kMaxAsyncEvents);
+
 // Size/fd rules of every verbs message (used by both ends to fill their ctl::TypeTable).
 struct VerbsSpec {
   uint16_t type;
@@ -312,7 +329,7 @@ struct VerbsSpec {
   uint32_t rep_fds;  // at most
 };
 inline constexpr VerbsSpec kVerbsSpecs[] = {
-    {kOpenContext, 0, 0, 0, sizeof(OpenContextReply), 1},
+    {kOpenContext, 0, 0, 0, sizeof(OpenContextReply), 2},
     {kQueryDevice, 0, 0, 0, sizeof(DeviceAttrPayload), 0},
     {kQueryPort, sizeof(PortNumPayload), 0, 0, sizeof(PortAttrPayload), 0},
     {kQueryGid, sizeof(QueryGidPayload), 0, 0, sizeof(GidPayload), 0},
@@ -331,6 +348,7 @@ inline constexpr VerbsSpec kVerbsSpecs[] = {
     {kCreateAh, sizeof(CreateAhPayload), 0, 0, sizeof(HandlePayload), 0},
     {kDestroyAh, sizeof(HandlePayload), 0, 0, 0, 0},
     {kStats, sizeof(StatsRequest), 0, 0, sizeof(StatsReply), 0},
+    {kGetAsyncEvents, 0, 0, 0, sizeof(AsyncEventsReply), 0},
 };
 static_assert(sizeof(kVerbsSpecs) / sizeof(kVerbsSpecs[0]) == kLastVerbsType - kFirstVerbsType + 1);
 

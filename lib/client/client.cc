@@ -69,10 +69,13 @@ int Context::open(const char *path, const char *name, std::unique_ptr<Context> *
   int rc = c->call(ctl::kOpenContext, nullptr, 0, nullptr, 0, &m);
   if (rc) return rc;
   ctl::OpenContextReply rep{};
-  if (!m.payload_as(&rep) || m.nfds != 1 || rep.doorbell.slot_size != sizeof(abi::Doorbell))
+  if (!m.payload_as(&rep) || m.nfds != 2 || rep.doorbell.slot_size != sizeof(abi::Doorbell))
     return EPROTO;
   rc = map_ring(std::move(m.fds[0]), rep.doorbell, &c->db_map_, &c->db_);
   if (rc) return rc;
+  auto ev = shm::EventFd::adopt(std::move(m.fds[1]));
+  if (!ev) return ev.error();
+  c->async_ev_ = std::move(ev.value());
   *out = std::move(c);
   return 0;
 }
@@ -280,6 +283,25 @@ int Context::create_ah(uint32_t pd, const ctl::AhAttrPayload &attr, uint32_t *ah
 int Context::destroy_ah(uint32_t ah) noexcept {
   const ctl::HandlePayload h{ah, 0};
   return call(ctl::kDestroyAh, &h, sizeof h, nullptr, 0, msg_.get());
+}
+
+int Context::get_async_events(std::vector<ctl::AsyncEventEntry> *out, uint32_t *lost) noexcept {
+  const int rc = call(ctl::kGetAsyncEvents, nullptr, 0, nullptr, 0, msg_.get());
+  if (rc) return rc;
+  ctl::AsyncEventsReply r{};
+  const uint32_t hdr = offsetof(ctl::AsyncEventsReply, events);
+  if (msg_->payload_len < hdr) return EPROTO;
+  std::memcpy(&r, msg_->payload, msg_->payload_len);
+  if (r.count > ctl::kMaxAsyncEvents ||
+      msg_->payload_len != hdr + r.count * sizeof(ctl::AsyncEventEntry))
+    return EPROTO;
+  try {
+    out->assign(r.events, r.events + r.count);
+  } catch (const std::bad_alloc &) {
+    return ENOMEM;
+  }
+  if (lost) *lost = r.lost;
+  return 0;
 }
 
 int Context::stats(std::vector<ctl::StatEntry> *out) noexcept {

@@ -126,6 +126,12 @@ class Context {
   int destroy_srq(Srq &srq) noexcept;
   int create_ah(uint32_t pd, const ctl::AhAttrPayload &attr, uint32_t *ah) noexcept;
   int destroy_ah(uint32_t ah) noexcept;
+  // The session's pending asynchronous events (ibv_get_async_event), oldest first; *lost counts
+  // events the daemon dropped because 64 were already queued.
+  int get_async_events(std::vector<ctl::AsyncEventEntry> *out, uint32_t *lost = nullptr) noexcept;
+  // Waits up to timeout_ms until the daemon signals queued async events: 1, 0 timeout, -errno.
+  int wait_async_event(int timeout_ms) noexcept { return async_ev_.wait(timeout_ms); }
+  int async_fd() const noexcept { return async_ev_.fd(); }
   // Every counter of the daemon (kStats, all pages; restarts if the set changed meanwhile).
   int stats(std::vector<ctl::StatEntry> *out) noexcept;
 
@@ -157,6 +163,7 @@ class Context {
   std::unique_ptr<ctl::Message> msg_ = std::make_unique<ctl::Message>();
   shm::Mapping db_map_;
   shm::RingProducer db_;
+  shm::EventFd async_ev_;
   int timeout_ms_ = kDefaultTimeoutMs;
 };
 

@@ -128,6 +128,11 @@ struct Daemon::Session {
   std::map<uint32_t, std::unique_ptr<Cq>> cqs;
   std::map<uint32_t, std::unique_ptr<Qp>> qps;
   std::map<uint32_t, std::unique_ptr<Srq>> srqs;
+  // Asynchronous events for this app (fixed capacity: filled on the data path).
+  shm::EventFd async_ev;
+  ctl::AsyncEventEntry async_q[ctl::kMaxAsyncEvents] = {};
+  uint32_t async_n = 0;
+  uint32_t async_lost = 0;
 };
 
 struct Daemon::Reply {
@@ -151,6 +156,7 @@ Daemon::Daemon(transport::EngineCore &engine, PortView &port, DaemonOptions opt)
     : eng_(engine), port_(port), opt_(opt) {
   qp_by_index_.assign(eng_.config().max_qp, nullptr);
   srq_by_handle_.assign(eng_.config().max_srq + 1, nullptr);
+  cq_by_handle_.assign(eng_.config().max_cq + 1, nullptr);
 }
 
 Daemon::~Daemon() {
@@ -246,8 +252,10 @@ void Daemon::destroy_session(Session &s) {
     eng_.destroy_srq(q.handle);
   }
   s.srqs.clear();
-  for (auto &kv : s.cqs)
+  for (auto &kv : s.cqs) {
+    cq_by_handle_[kv.first] = nullptr;
     eng_.destroy_cq(kv.first);
+  }
   s.cqs.clear();
   for (uint32_t ah : s.ahs)
     eng_.destroy_ah(ah);
@@ -328,6 +336,9 @@ void Daemon::on_message(ctl::Server &srv, const ctl::ClientInfo &ci, ctl::Messag
       case ctl::kStats:
         rc = do_stats(m, *r);
         break;
+      case ctl::kGetAsyncEvents:
+        rc = do_get_async_events(s, *r);
+        break;
       default:
         break;
     }
@@ -351,6 +362,9 @@ int Daemon::do_open_context(Session &s, Reply &r) {
     if (s.db.attach(s.db_mem.mem.map.addr(), s.db_mem.geo.bytes, sizeof(abi::Doorbell), slots) !=
         shm::RingError::kOk)
       return -EINVAL;
+    auto ev = shm::EventFd::create();
+    if (!ev) return -ev.error();
+    s.async_ev = std::move(ev.value());
     s.has_db = true;
   }
   ctl::OpenContextReply rep{};
@@ -358,6 +372,21 @@ int Daemon::do_open_context(Session &s, Reply &r) {
   rep.max_qp_per_session = opt_.max_qp_per_session;
   r.set(rep);
   r.fd(s.db_mem.mem.memfd.fd());
+  r.fd(s.async_ev.fd());
+  return 0;
+}
+
+int Daemon::do_get_async_events(Session &s, Reply &r) {
+  ctl::AsyncEventsReply rep{};
+  rep.count = s.async_n;
+  rep.lost = s.async_lost;
+  for (uint32_t i = 0; i < s.async_n; ++i)
+    rep.events[i] = s.async_q[i];
+  s.async_n = 0;
+  s.async_lost = 0;
+  r.set(rep);
+  r.len = offsetof(ctl::AsyncEventsReply, events) + rep.count * sizeof(ctl::AsyncEventEntry);
+  if (s.async_ev.valid()) s.async_ev.drain();
   return 0;
 }
 
@@ -502,6 +531,7 @@ int Daemon::do_create_cq(Session &s, const ctl::Message &m, Reply &r) {
   r.set(rep);
   r.fd(c->mem.mem.memfd.fd());
   r.fd(c->ev.fd());
+  cq_by_handle_[c->handle] = c.get();
   s.cqs[c->handle] = std::move(c);
   rebuild_lists();
   return 0;
@@ -514,6 +544,7 @@ int Daemon::do_destroy_cq(Session &s, const ctl::Message &m) {
   if (it == s.cqs.end()) return -EINVAL;
   const int rc = eng_.destroy_cq(h.handle);
   if (rc) return -rc;
+  cq_by_handle_[h.handle] = nullptr;
   s.cqs.erase(it);
   rebuild_lists();
   return 0;
@@ -828,6 +859,9 @@ void Daemon::snapshot_stats() {
   add_stat(v, "bridge.cqes", ctr_.cqes);
   add_stat(v, "bridge.cqe_lost", ctr_.cqe_lost);
   add_stat(v, "bridge.cq_events", ctr_.cq_events);
+  add_stat(v, "bridge.async_events", ctr_.async_events);
+  add_stat(v, "bridge.async_unrouted", ctr_.async_unrouted);
+  add_stat(v, "bridge.async_lost", ctr_.async_lost);
   const transport::EngineCounters &e = eng_.counters();
   add_stat(v, "engine.rx_pkts", e.rx_pkts);
   add_stat(v, "engine.tx_pkts", e.tx_pkts);
@@ -1210,10 +1244,46 @@ uint32_t Daemon::move_cq(Cq &c) noexcept {
   return moved;
 }
 
+// Engine async events go to the session owning the object they name (ibv_get_async_event).
+void Daemon::route_async_events() noexcept {
+  transport::AsyncEventRecord ev;
+  while (eng_.poll_async_event(&ev)) {
+    Session *owner = nullptr;
+    const uint32_t h = ev.handle;
+    switch (ev.type) {
+      case transport::AsyncEvent::kCqErr:
+        if (h < cq_by_handle_.size() && cq_by_handle_[h]) owner = cq_by_handle_[h]->owner;
+        break;
+      case transport::AsyncEvent::kSrqErr:
+      case transport::AsyncEvent::kSrqLimitReached:
+        if (h < srq_by_handle_.size() && srq_by_handle_[h]) owner = srq_by_handle_[h]->owner;
+        break;
+      default: {  // QP events
+        const uint32_t idx = h - eng_.config().qpn_base;
+        if (idx < qp_by_index_.size() && qp_by_index_[idx]) owner = qp_by_index_[idx]->owner;
+        break;
+      }
+    }
+    if (owner == nullptr) {
+      ++ctr_.async_unrouted;
+      continue;
+    }
+    if (owner->async_n == ctl::kMaxAsyncEvents) {
+      ++owner->async_lost;
+      ++ctr_.async_lost;
+      continue;
+    }
+    owner->async_q[owner->async_n++] = {static_cast<uint32_t>(ev.type), h};
+    ++ctr_.async_events;
+    if (owner->async_ev.valid()) owner->async_ev.signal();
+  }
+}
+
 uint32_t Daemon::bridge_out() noexcept {
   uint32_t n = 0;
   for (Cq *c : live_cqs_)
     n += move_cq(*c);
+  route_async_events();
   return n;
 }
 

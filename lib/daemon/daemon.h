@@ -75,6 +75,9 @@ struct BridgeCounters {
   uint64_t cqe_lost = 0;       // bridge-made error CQEs that found the CQ ring full
   uint64_t cq_events = 0;      // eventfd writes
   uint64_t sessions_opened = 0, sessions_closed = 0;
+  uint64_t async_events = 0;    // engine events queued to their session
+  uint64_t async_unrouted = 0;  // events whose object no longer exists
+  uint64_t async_lost = 0;      // a session's event queue was full
 };
 
 class Daemon : public ctl::Handler {
@@ -95,7 +98,8 @@ class Daemon : public ctl::Handler {
   // ---- data path ----
   // Doorbells -> rung rings -> engine. Returns the number of WQEs handled.
   uint32_t bridge_in() noexcept;
-  // Engine completions -> CQ rings (+ eventfd). Returns the number of CQEs moved.
+  // Engine completions -> CQ rings (+ eventfd), engine async events -> their session's queue
+  // (+ the session's async eventfd). Returns the number of CQEs moved.
   uint32_t bridge_out() noexcept;
 
   // ---- introspection ----
@@ -136,6 +140,8 @@ class Daemon : public ctl::Handler {
   int do_create_ah(Session &s, const ctl::Message &m, Reply &r);
   int do_destroy_ah(Session &s, const ctl::Message &m);
   int do_stats(const ctl::Message &m, Reply &r);
+  int do_get_async_events(Session &s, Reply &r);
+  void route_async_events() noexcept;
 
   int path_from_ah(const ctl::AhAttrPayload &a, wire::PathInfo *out);
   void destroy_qp_obj(Session &s, Qp &q);
@@ -161,6 +167,7 @@ class Daemon : public ctl::Handler {
   // Data-path lookup tables, sized at construction (no allocation on the data path).
   std::vector<Qp *> qp_by_index_;  // qpn - qpn_base
   std::vector<Srq *> srq_by_handle_;
+  std::vector<Cq *> cq_by_handle_;
   std::vector<Session *> live_sessions_;  // rebuilt on connect / disconnect
   std::vector<Cq *> live_cqs_;            // rebuilt on CQ create / destroy
   Qp *act_head_ = nullptr;

@@ -479,7 +479,7 @@ void test_events(Side &A, Side &B, Pair &p) {
 }
 
 void test_srq_and_query(Side &A, Side &B) {
-  uroce::ctl::CreateSrqPayload sa{B.pd, 64, 1, 0};
+  uroce::ctl::CreateSrqPayload sa{B.pd, 64, 1, 2};  // srq_limit 2: event below 2 WQEs
   std::unique_ptr<uroce::client::Srq> srq;
   int rc = B.ctx->create_srq(sa, &srq);
   REQUIRE(rc == 0, "create_srq: %s", std::strerror(rc));
@@ -512,9 +512,19 @@ void test_srq_and_query(Side &A, Side &B) {
                           1000 + i) == 0,
           "SRQ receive %u: byte_len %u qp %u / data", i, c.byte_len, c.qp_num);
   }
+  // The SRQ went from 3 WQEs to 0: IBV_EVENT_SRQ_LIMIT_REACHED (17), once, for this SRQ.
+  CHECK(B.ctx->wait_async_event(kWaitMs) == 1, "no async event within %d ms", kWaitMs);
+  std::vector<uroce::ctl::AsyncEventEntry> ev;
+  uint32_t lost = 1;
+  rc = B.ctx->get_async_events(&ev, &lost);
+  CHECK(rc == 0 && ev.size() == 1 && ev[0].event_type == 17 && ev[0].handle == srq->handle &&
+            lost == 0,
+        "async events: rc %d, %zu event(s), first type %u handle %u, lost %u", rc, ev.size(),
+        ev.empty() ? 0u : ev[0].event_type, ev.empty() ? 0u : ev[0].handle, lost);
+  CHECK(A.ctx->get_async_events(&ev) == 0 && ev.empty(), "A got %zu async event(s)", ev.size());
   CHECK(A.ctx->destroy_qp(*p.a) == 0 && B.ctx->destroy_qp(*p.b) == 0, "destroy SRQ QPs");
   CHECK(B.ctx->destroy_srq(*srq) == 0, "destroy_srq");
-  std::printf("ok: query_qp; RC SEND into an SRQ (3 messages, data checked)\n");
+  std::printf("ok: query_qp; RC SEND into an SRQ (3 messages, data checked); SRQ limit event\n");
 }
 
 // Corrupt WQEs complete with an error on their own QP only; other QPs keep working.

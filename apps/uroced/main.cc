@@ -39,7 +39,7 @@ namespace {
 
 // Exit codes (doc/uroced.md).
 constexpr int kExitOk = 0;
-constexpr int kExitRuntime = 1;  // EAL, port or capture setup failed
+constexpr int kExitRuntime = 1;  // EAL, port, capture or control socket setup failed
 constexpr int kExitUsage = 2;    // bad command line or configuration
 constexpr int kExitEnv = 3;      // refused to start: foreign libibverbs in reach
 
@@ -71,9 +71,9 @@ void usage(FILE *f) {
                "shim) on the control socket daemon.socket. uroce-stat prints its counters.\n"
                "SIGTERM or SIGINT stops it cleanly; counters are printed on exit.\n"
                "\n"
-               "Exit status: 0 clean shutdown, 1 EAL/port/capture failure, 2 bad command line\n"
-               "or configuration, 3 refused to start (a non-system libibverbs.so.1 reachable\n"
-               "through LD_LIBRARY_PATH or LD_PRELOAD).\n",
+               "Exit status: 0 clean shutdown, 1 EAL/port/capture/control-socket failure, 2 bad\n"
+               "command line or configuration, 3 refused to start (a non-system libibverbs.so.1\n"
+               "reachable through LD_LIBRARY_PATH or LD_PRELOAD).\n",
                kDefaultConfig);
 }
 

@@ -105,6 +105,17 @@ stat() {  # stat NAME KEY -> value (empty if absent)
   timeout 30 "$STAT" -s "$WORK/uroced-$1.sock" "$2" 2>/dev/null | awk -v k="$2" '$1 == k { print $2 }'
 }
 
+# --- 0. a second uroced on a live control socket refuses to start (exit 1)
+out=$(timeout 120 env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced-a.conf" \
+  --set "eal.args=--no-huge -m 256 --no-pci --file-prefix=uroce-pair-$ID-c --log-level=*:notice" \
+  --set port.p0.device=net_ring0 --set daemon.workers=1 2>&1); rc=$?
+rm -rf "/var/run/dpdk/uroce-pair-$ID-c"
+if [ $rc -eq 1 ] && grep -q "cannot listen on control socket '$SOCK_A': Address already in use" <<<"$out"; then
+  pass "a second uroced on A's socket: exit 1, $(grep "cannot listen" <<<"$out")"
+else
+  fail "a second uroced on A's socket: exit $rc: $(tail -3 <<<"$out")"
+fi
+
 # --- 1. the verbs operations (memif link-up and ARP happen on the first modify_qp)
 out=$(timeout 300 "$APP" run "$SOCK_A" "$SOCK_B" 2>&1); rc=$?
 echo "$out" | sed 's/^/  app: /'

@@ -90,6 +90,7 @@ struct Daemon::Cq {
   RingMem mem;
   shm::RingProducer ring;
   shm::EventFd ev;
+  bool err_reported = false;  // IBV_EVENT_CQ_ERR sent for a corrupt ring
 };
 
 struct Daemon::Srq {
@@ -1087,7 +1088,8 @@ bool Daemon::drain_rq(Qp &q) noexcept {
   return q.rq.release_notify();
 }
 
-// SRQ WQEs belong to no QP: a malformed one is counted and dropped.
+// SRQ WQEs belong to no QP: a malformed one is counted and dropped, and the app gets
+// IBV_EVENT_SRQ_ERR for the SRQ.
 bool Daemon::drain_srq(Srq &s) noexcept {
   alignas(64) uint8_t slot[512];
   transport::RecvWr wr;
@@ -1100,22 +1102,26 @@ bool Daemon::drain_srq(Srq &s) noexcept {
     std::memcpy(&h, slot, sizeof h);
     if (h.reserved != 0 || h.num_sge > max_sge || h.num_sge > transport::kMaxSge) {
       ++ctr_.bad_wqes;
+      queue_async(s.owner, static_cast<uint32_t>(transport::AsyncEvent::kSrqErr), s.handle);
     } else {
       wr.wr_id = h.wr_id;
       wr.num_sge = h.num_sge;
       std::memcpy(wr.sg_list, slot + sizeof h, h.num_sge * sizeof(abi::Sge));
       const int rc = eng_.post_srq_recv(s.handle, wr);
       if (rc == ENOMEM) return true;
-      if (rc == 0)
+      if (rc == 0) {
         ++ctr_.recv_wqes;
-      else
+      } else {
         ++ctr_.bad_wqes;
+        queue_async(s.owner, static_cast<uint32_t>(transport::AsyncEvent::kSrqErr), s.handle);
+      }
     }
     s.ring.consume(1);
     ++done;
   }
   if (s.ring.corrupt()) {
     ++ctr_.corrupt_rings;
+    queue_async(s.owner, static_cast<uint32_t>(transport::AsyncEvent::kSrqErr), s.handle);
     return false;
   }
   if (done == opt_.wqe_budget) return true;
@@ -1198,6 +1204,14 @@ uint32_t Daemon::bridge_in() noexcept {
 }
 
 uint32_t Daemon::move_cq(Cq &c) noexcept {
+  if (c.ring.corrupt()) {  // the app broke its consumer index: the CQ is unusable
+    if (!c.err_reported) {
+      c.err_reported = true;
+      ++ctr_.corrupt_rings;
+      queue_async(c.owner, static_cast<uint32_t>(transport::AsyncEvent::kCqErr), c.handle);
+    }
+    return 0;
+  }
   transport::Wc wc[kCqBurst];
   uint32_t moved = 0;
   bool urgent = false;
@@ -1268,15 +1282,19 @@ void Daemon::route_async_events() noexcept {
       ++ctr_.async_unrouted;
       continue;
     }
-    if (owner->async_n == ctl::kMaxAsyncEvents) {
-      ++owner->async_lost;
-      ++ctr_.async_lost;
-      continue;
-    }
-    owner->async_q[owner->async_n++] = {static_cast<uint32_t>(ev.type), h};
-    ++ctr_.async_events;
-    if (owner->async_ev.valid()) owner->async_ev.signal();
+    queue_async(owner, static_cast<uint32_t>(ev.type), h);
   }
+}
+
+void Daemon::queue_async(Session *owner, uint32_t type, uint32_t handle) noexcept {
+  if (owner->async_n == ctl::kMaxAsyncEvents) {
+    ++owner->async_lost;
+    ++ctr_.async_lost;
+    return;
+  }
+  owner->async_q[owner->async_n++] = {type, handle};
+  ++ctr_.async_events;
+  if (owner->async_ev.valid()) owner->async_ev.signal();
 }
 
 uint32_t Daemon::bridge_out() noexcept {

@@ -142,6 +142,7 @@ class Daemon : public ctl::Handler {
   int do_stats(const ctl::Message &m, Reply &r);
   int do_get_async_events(Session &s, Reply &r);
   void route_async_events() noexcept;
+  void queue_async(Session *owner, uint32_t type, uint32_t handle) noexcept;
 
   int path_from_ah(const ctl::AhAttrPayload &a, wire::PathInfo *out);
   void destroy_qp_obj(Session &s, Qp &q);

@@ -19,6 +19,7 @@
 // Exit 0 when every check passed; each failure prints "FAIL: ...".
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -527,6 +528,64 @@ void test_srq_and_query(Side &A, Side &B) {
   std::printf("ok: query_qp; RC SEND into an SRQ (3 messages, data checked); SRQ limit event\n");
 }
 
+// Errors that belong to no QP's send queue are reported as async events: a malformed SRQ WQE
+// (IBV_EVENT_SRQ_ERR, 16) and a CQ ring whose consumer index the app broke (CQ_ERR, 0).
+void test_async_errors(Side &A, Side &B) {
+  uroce::ctl::CreateSrqPayload sa{B.pd, 16, 1, 0};
+  std::unique_ptr<uroce::client::Srq> srq;
+  int rc = B.ctx->create_srq(sa, &srq);
+  REQUIRE(rc == 0, "create_srq: %s", std::strerror(rc));
+  REQUIRE(srq->ring.reserve(1) == 1, "srq ring");
+  uroce::abi::RecvWqeHeader bad{4242, 200, 0};  // 200 SGEs in a 64-byte slot
+  std::memcpy(srq->ring.slot(0), &bad, sizeof bad);
+  srq->ring.commit(1);
+  const Sge sge{B.mr.addr, 64, B.mr.lkey};
+  RecvWr wr;
+  wr.wr_id = 4243;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  CHECK(B.ctx->post_srq_recv(*srq, wr) == 0, "post_srq_recv");  // rings the doorbell
+  std::vector<uroce::ctl::AsyncEventEntry> ev;
+  CHECK(B.ctx->wait_async_event(kWaitMs) == 1, "no SRQ error event within %d ms", kWaitMs);
+  CHECK(B.ctx->get_async_events(&ev) == 0 && ev.size() == 1 && ev[0].event_type == 16 &&
+            ev[0].handle == srq->handle,
+        "SRQ error event: %zu event(s), type %u handle %u", ev.size(),
+        ev.empty() ? 0u : ev[0].event_type, ev.empty() ? 0u : ev[0].handle);
+  CHECK(B.ctx->destroy_srq(*srq) == 0, "destroy_srq");
+
+  std::unique_ptr<Cq> cq2;
+  REQUIRE(A.ctx->create_cq(16, &cq2) == 0, "create_cq");
+  uroce::ctl::CreateQpPayload qa{};
+  qa.pd = A.pd;
+  qa.qp_type = kRc;
+  qa.send_cq = cq2->handle;
+  qa.recv_cq = cq2->handle;
+  qa.max_send_wr = 8;
+  qa.max_recv_wr = 8;
+  qa.max_send_sge = 1;
+  qa.max_recv_sge = 1;
+  std::unique_ptr<Qp> a2;
+  REQUIRE(A.ctx->create_qp(qa, &a2) == 0, "create_qp on cq2");
+  auto b2 = make_qp(B, kRc);
+  to_init(A, *a2, kRc);
+  to_init(B, *b2, kRc);
+  to_rtr_rts(A, *a2, kRc, B, b2->qpn);
+  to_rtr_rts(B, *b2, kRc, A, a2->qpn);
+  // The app "consumes" far beyond what the daemon produced.
+  std::atomic_ref<uint64_t>(cq2->ring.header()->cons).store(1000000, std::memory_order_release);
+  CHECK(post_recv(B, *b2, 4300, 0x10000, 4096) == 0, "post_recv");
+  CHECK(post(A, *a2, 4301, kWrSend, 0, 64) == 0, "post SEND");
+  CHECK(A.ctx->wait_async_event(kWaitMs) == 1, "no CQ error event within %d ms", kWaitMs);
+  CHECK(A.ctx->get_async_events(&ev) == 0 && !ev.empty() && ev[0].event_type == 0 &&
+            ev[0].handle == cq2->handle,
+        "CQ error event: %zu event(s), type %u handle %u", ev.size(),
+        ev.empty() ? 99u : ev[0].event_type, ev.empty() ? 0u : ev[0].handle);
+  expect_cqe(B, 4300, 0, kWcRecv, "SEND whose sender's CQ is broken (responder)");
+  CHECK(A.ctx->destroy_qp(*a2) == 0 && B.ctx->destroy_qp(*b2) == 0, "destroy");
+  CHECK(A.ctx->destroy_cq(*cq2) == 0, "destroy_cq");
+  std::printf("ok: async events: SRQ_ERR for a malformed SRQ WQE, CQ_ERR for a broken CQ ring\n");
+}
+
 // Corrupt WQEs complete with an error on their own QP only; other QPs keep working.
 void test_corrupt(Side &A, Side &B, Pair &good) {
   Pair p = connect_pair(A, B, kRc);
@@ -848,6 +907,7 @@ int run(const char *sa, const char *sb) {
   test_uc(A, B);
   test_events(A, B, p);
   test_srq_and_query(A, B);
+  test_async_errors(A, B);
   test_corrupt(A, B, p);
   CHECK(A.ctx->destroy_qp(*p.a) == 0 && B.ctx->destroy_qp(*p.b) == 0, "destroy RC QPs");
   CHECK(A.ctx->dereg_mr(A.mr) == 0 && B.ctx->dereg_mr(B.mr) == 0, "dereg_mr");

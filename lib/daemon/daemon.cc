@@ -46,26 +46,6 @@ int make_ring(const char *name, abi::RingKind kind, uint32_t id, uint32_t slot_s
   return 0;
 }
 
-WcOpcode wc_opcode_of(uint8_t op) noexcept {
-  switch (static_cast<WrOpcode>(op)) {
-    case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm:
-      return WcOpcode::kRdmaWrite;
-    case WrOpcode::kRdmaRead:
-      return WcOpcode::kRdmaRead;
-    case WrOpcode::kAtomicCmpAndSwp:
-      return WcOpcode::kCompSwap;
-    case WrOpcode::kAtomicFetchAndAdd:
-      return WcOpcode::kFetchAdd;
-    case WrOpcode::kLocalInv:
-      return WcOpcode::kLocalInv;
-    case WrOpcode::kBindMw:
-      return WcOpcode::kBindMw;
-    default:
-      return WcOpcode::kSend;
-  }
-}
-
 void add_stat(std::vector<ctl::StatEntry> &v, const std::string &name, uint64_t value) {
   ctl::StatEntry e{};
   std::snprintf(e.name, sizeof e.name, "%s", name.c_str());
@@ -1040,7 +1020,7 @@ bool Daemon::drain_sq(Qp &q) noexcept {
       else
         ok = false;
     }
-    if (!ok) fail_wqe(q, q.scq, h.wr_id, st, wc_opcode_of(h.opcode), false);
+    if (!ok) fail_wqe(q, q.scq, h.wr_id, st, wc_opcode_of(static_cast<WrOpcode>(h.opcode)), false);
     q.sq.consume(1);
     ++done;
   }

@@ -157,28 +157,6 @@ bool EngineCore::poll_async_event(AsyncEventRecord *ev) noexcept {
 // ---------------------------------------------------------------------------------------------
 // Completions
 
-namespace {
-constexpr WcOpcode wc_opcode(WrOpcode op) noexcept {
-  switch (op) {
-    case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm:
-      return WcOpcode::kRdmaWrite;
-    case WrOpcode::kRdmaRead:
-      return WcOpcode::kRdmaRead;
-    case WrOpcode::kAtomicCmpAndSwp:
-      return WcOpcode::kCompSwap;
-    case WrOpcode::kAtomicFetchAndAdd:
-      return WcOpcode::kFetchAdd;
-    case WrOpcode::kLocalInv:
-      return WcOpcode::kLocalInv;
-    case WrOpcode::kBindMw:
-      return WcOpcode::kBindMw;
-    default:
-      return WcOpcode::kSend;
-  }
-}
-}  // namespace
-
 void EngineCore::complete_send(Qp &qp, SendWqe &w, WcStatus st) noexcept {
   w.state = WqeState::kDone;
   // Errors always complete; successes only when signalled (IBTA 10.8.6, o10-9).
@@ -186,7 +164,7 @@ void EngineCore::complete_send(Qp &qp, SendWqe &w, WcStatus st) noexcept {
   Wc wc;
   wc.wr_id = w.wr_id;
   wc.status = st;
-  wc.opcode = wc_opcode(w.opcode);
+  wc.opcode = wc_opcode_of(w.opcode);
   wc.byte_len = w.length;
   wc.qp_num = qp.qpn;
   wc.pkey_index = qp.pkey_index;

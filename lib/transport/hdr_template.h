@@ -113,4 +113,16 @@ struct HdrTemplate {
   }
 };
 
+// The cross-check of builds without NDEBUG: are the headers at `buf`, written from a template
+// (result `r`), the bytes build_headers writes for the same description `d`?
+inline bool same_as_build_headers(const uint8_t *buf, const wire::BuildResult &r,
+                                  const wire::PacketDesc &d) noexcept {
+  uint8_t ref[HdrTemplate::kMaxLen + 64];
+  // Headers only: ref holds them all (at most 78 + 28 bytes); the cap passed is the frame's, so
+  // that the size check sees what it saw for the real buffer.
+  const wire::BuildResult g = wire::build_headers(ref, r.frame_len, d);
+  return g.ok() && g.payload_off == r.payload_off && g.frame_len == r.frame_len &&
+         g.l3_off == r.l3_off && g.ipv6 == r.ipv6 && std::memcmp(ref, buf, r.payload_off) == 0;
+}
+
 }  // namespace uroce::transport

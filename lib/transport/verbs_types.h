@@ -77,6 +77,27 @@ enum class WrOpcode : uint32_t {
   kSendWithInv = 9,
 };
 
+// The completion opcode of a send WR (ibv_wc.opcode on the requester side).
+constexpr WcOpcode wc_opcode_of(WrOpcode op) noexcept {
+  switch (op) {
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm:
+      return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead:
+      return WcOpcode::kRdmaRead;
+    case WrOpcode::kAtomicCmpAndSwp:
+      return WcOpcode::kCompSwap;
+    case WrOpcode::kAtomicFetchAndAdd:
+      return WcOpcode::kFetchAdd;
+    case WrOpcode::kLocalInv:
+      return WcOpcode::kLocalInv;
+    case WrOpcode::kBindMw:
+      return WcOpcode::kBindMw;
+    default:
+      return WcOpcode::kSend;
+  }
+}
+
 // ibv_send_flags
 enum SendFlags : uint32_t {
   kSendFence = 1u << 0,

@@ -164,7 +164,7 @@ TEST_F(RcTest, ThirtyTwoSgesInlineAndUnsignalled) {
   k = net->e(0).poll_cq(net->node(0).cq, extra, 4);
   EXPECT_EQ(k, 0u);  // the unsignalled SEND produced no completion
   ASSERT_EQ(wa.size(), 1u) << wa[0].wr_id << " " << wc_status_str(wa[0].status) << " "
-                          << wc_status_str(wa[1].status);
+                           << wc_status_str(wa[1].status);
   EXPECT_EQ(wa[0].wr_id, 2u);
   EXPECT_EQ(wb[0].byte_len, total);
   // gather order == scatter order

@@ -247,6 +247,9 @@ void add_port_stats(const port::EthPort &p, std::vector<ctl::StatEntry> &v) {
   add("tx_alloc_fail", c.tx_alloc_fail);
   add("tx_dropped", c.tx_dropped);
   add("tx_too_long", c.tx_too_long);
+  add("tx_loopback", c.tx_loopback);
+  add("tx_loopback_full", c.tx_loopback_full);
+  add("tx_loopback_dropped", c.tx_loopback_dropped);
   add("rx_arp", c.rx_arp);
   add("rx_nd", c.rx_nd);
   add("rx_roce", c.rx_roce);

@@ -175,6 +175,10 @@ size_t Arp::input(const uint8_t *frame, size_t len, uint64_t now, uint8_t *out,
 Resolve Arp::resolve(const uint8_t ip[4], uint64_t now, uint8_t mac_out[6], uint8_t *out,
                      size_t cap, size_t *out_len) noexcept {
   *out_len = 0;
+  if (is_local(ip)) {  // our own address: same-port loopback (port/loopback.h)
+    std::memcpy(mac_out, mac_, 6);
+    return Resolve::kResolved;
+  }
   const uint8_t *src = source_for(ip);
   if (src == nullptr) return Resolve::kNoSource;
   bool probe_now = false, unicast = false;

@@ -60,6 +60,7 @@ class Arp {
   size_t input(const uint8_t *frame, size_t len, uint64_t now, uint8_t *out, size_t cap) noexcept;
 
   // Looks up ip (4 bytes, network order). kPending with a nonzero *out_len: send `out` now.
+  // One of our own addresses resolves to our MAC at once (same-port loopback).
   Resolve resolve(const uint8_t ip[4], uint64_t now, uint8_t mac_out[6], uint8_t *out, size_t cap,
                   size_t *out_len) noexcept;
 

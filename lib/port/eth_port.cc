@@ -156,6 +156,11 @@ void EthPort::stop() noexcept {
     rte_eth_dev_stop(port_id_);
     started_ = false;
   }
+  {
+    rte_mbuf *m[kBurst];
+    for (size_t n; (n = loop_.pop(m, kBurst)) != 0;)
+      rte_pktmbuf_free_bulk(m, static_cast<unsigned>(n));
+  }
   rte_eth_dev_close(port_id_);
   closed_ = true;
 }
@@ -179,6 +184,10 @@ bool EthPort::allmulticast() const noexcept {
 }
 
 transport::TxBuf EthPort::tx_alloc() noexcept {
+  if (loop_.full()) {  // any frame may be for us: wait for rx_burst to drain the loopback queue
+    ++c_.tx_loopback_full;
+    return {};
+  }
   rte_mbuf *m = rte_pktmbuf_alloc(pool_);
   if (m == nullptr) {
     ++c_.tx_alloc_fail;
@@ -197,6 +206,15 @@ void EthPort::tx_commit(transport::TxBuf b, uint32_t len) noexcept {
   m->data_len = static_cast<uint16_t>(len);
   m->pkt_len = len;
   if (capture_ != nullptr) capture(b.data, len);
+  if (is_to_self(b.data, len, mac_)) {  // same-port loopback (port/loopback.h)
+    if (loop_.push(m)) {
+      ++c_.tx_loopback;
+    } else {
+      ++c_.tx_loopback_dropped;
+      rte_pktmbuf_free(m);
+    }
+    return;
+  }
   tx_len_[tx_n_] = len;
   tx_batch_[tx_n_++] = m;
   if (tx_n_ == kBurst) flush();

@@ -13,6 +13,10 @@
 //     (the transport engine; it returns false to have the frame counted as refused), anything
 //     else dropped and counted by reason.
 //   - timers(now): ARP/ND retransmissions and expiry.
+//   - Same-port loopback (port/loopback.h): a committed frame addressed to the port's own MAC
+//     does not leave the port; the next rx_burst on the TX queue's number receives it (counted
+//     in tx_loopback and, as received, in rx_packets / rx_bytes). resolve_ipv4/6 of one of the
+//     port's own addresses answers the port's MAC at once (Arp/Nd::resolve).
 // Optional capture: every frame received and every frame committed is written to a pcap file
 // (a buffered stdio write per frame: acceptable for debugging, not for benchmarks).
 // One EthPort object is driven by one lcore: its TX queue and batch are not shared.
@@ -30,6 +34,7 @@
 #include "port/classify.h"
 #include "port/eal.h"
 #include "port/gid_table.h"
+#include "port/loopback.h"
 #include "port/nd.h"
 #include "transport/port.h"
 #include "util/pcap_writer.h"
@@ -41,9 +46,12 @@ struct PortCounters {
   uint64_t rx_bytes = 0;
   uint64_t tx_packets = 0;  // handed to the NIC by rte_eth_tx_burst
   uint64_t tx_bytes = 0;
-  uint64_t tx_alloc_fail = 0;  // tx_alloc found the pool empty (back-pressure to the caller)
-  uint64_t tx_dropped = 0;     // committed but refused by the TX queue after retries, freed
-  uint64_t tx_too_long = 0;    // tx_commit with len > cap (frame freed)
+  uint64_t tx_alloc_fail = 0;        // tx_alloc found the pool empty (back-pressure to the caller)
+  uint64_t tx_dropped = 0;           // committed but refused by the TX queue after retries, freed
+  uint64_t tx_too_long = 0;          // tx_commit with len > cap (frame freed)
+  uint64_t tx_loopback = 0;          // frames to our own MAC handed back to the RX path
+  uint64_t tx_loopback_full = 0;     // tx_alloc refused: the loopback queue was full
+  uint64_t tx_loopback_dropped = 0;  // tx_commit to our MAC found the queue full (freed)
   uint64_t rx_arp = 0;
   uint64_t rx_nd = 0;
   uint64_t rx_roce = 0;  // handed to the engine and accepted
@@ -58,6 +66,7 @@ class EthPort {
  public:
   static constexpr uint16_t kBurst = 32;
   static constexpr unsigned kTxRetries = 8;
+  static constexpr size_t kLoopbackDepth = 1024;  // frames to our own MAC awaiting rx_burst
 
   // pool must outlive the port. nb_queues: RX and TX queues (one per worker).
   EthPort(const config::PortConfig &pc, const config::DaemonConfig &dc, rte_mempool *pool,
@@ -73,7 +82,9 @@ class EthPort {
   // Sends the TX batch: rte_eth_tx_burst, retried kTxRetries times, the rest freed and counted.
   void flush() noexcept;
 
-  // Receives up to kBurst frames from `queue` and dispatches them. Returns the number received.
+  // Receives up to kBurst frames from `queue` and dispatches them; on the port's TX queue number
+  // it first dispatches the frames looped back (to our own MAC) that were queued before the
+  // call. Returns the number of frames dispatched.
   // Handler: bool(const uint8_t *frame, uint32_t len) noexcept, or NoEngine.
   template <class Handler>
   uint16_t rx_burst(uint16_t queue, Handler &&h, uint64_t now_ns) noexcept;
@@ -112,6 +123,8 @@ class EthPort {
   void capture(const uint8_t *frame, uint32_t len) noexcept;
   void send_copy(const uint8_t *frame, size_t len) noexcept;  // slow path: ARP/ND replies
   void dispatch_local(FrameClass cls, const uint8_t *frame, uint32_t len, uint64_t now) noexcept;
+  template <class Handler>
+  void rx_one(rte_mbuf *m, Handler &h, uint64_t now_ns) noexcept;
 
   std::string name_;
   uint16_t port_id_ = 0;
@@ -129,6 +142,7 @@ class EthPort {
   uint16_t tx_n_ = 0;
   rte_mbuf *tx_batch_[kBurst];
   uint32_t tx_len_[kBurst];
+  LoopbackQueue<rte_mbuf, kLoopbackDepth> loop_;
   PortCounters c_;
 };
 
@@ -137,46 +151,65 @@ static_assert(transport::TxPort<EthPort>);
 uint64_t realtime_ns() noexcept;  // for capture timestamps
 
 template <class Handler>
+void EthPort::rx_one(rte_mbuf *m, Handler &h, uint64_t now_ns) noexcept {
+  const uint8_t *frame = rte_pktmbuf_mtod(m, const uint8_t *);
+  const uint32_t len = rte_pktmbuf_data_len(m);
+  ++c_.rx_packets;
+  c_.rx_bytes += rte_pktmbuf_pkt_len(m);
+  if (m->nb_segs != 1) {
+    ++c_.rx_drops[static_cast<size_t>(RxDrop::kMultiSegment)];
+    rte_pktmbuf_free(m);
+    return;
+  }
+  const Classified k = classify(frame, len, mac_);
+  switch (k.cls) {
+    case FrameClass::kRoce:
+      if constexpr (std::is_same_v<std::decay_t<Handler>, NoEngine>) {
+        ++c_.rx_drops[static_cast<size_t>(RxDrop::kNoEngine)];
+      } else {
+        if (h(frame, len)) {
+          ++c_.rx_roce;
+        } else {
+          ++c_.rx_drops[static_cast<size_t>(RxDrop::kEngineRefused)];
+        }
+      }
+      break;
+    case FrameClass::kArp:
+    case FrameClass::kNd:
+      dispatch_local(k.cls, frame, len, now_ns);
+      break;
+    case FrameClass::kDrop:
+      ++c_.rx_drops[static_cast<size_t>(k.drop)];
+      break;
+  }
+  rte_pktmbuf_free(m);
+}
+
+template <class Handler>
 uint16_t EthPort::rx_burst(uint16_t queue, Handler &&h, uint64_t now_ns) noexcept {
   rte_mbuf *pkts[kBurst];
+  uint16_t total = 0;
+  if (queue == tx_queue_ && !loop_.empty()) {
+    // Only the frames queued before this call (what the handler sends meanwhile waits for the
+    // next call); they were captured when committed.
+    for (size_t left = loop_.size(); left != 0;) {
+      const size_t n = loop_.pop(pkts, left < kBurst ? left : kBurst);
+      left -= n;
+      for (size_t i = 0; i < n; ++i) {
+        if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
+        rx_one(pkts[i], h, now_ns);
+      }
+      total = static_cast<uint16_t>(total + n);
+    }
+  }
   const uint16_t n = rte_eth_rx_burst(port_id_, queue, pkts, kBurst);
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf *m = pkts[i];
     if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
-    const uint8_t *frame = rte_pktmbuf_mtod(m, const uint8_t *);
-    const uint32_t len = rte_pktmbuf_data_len(m);
-    ++c_.rx_packets;
-    c_.rx_bytes += rte_pktmbuf_pkt_len(m);
-    if (capture_ != nullptr) capture(frame, len);
-    if (m->nb_segs != 1) {
-      ++c_.rx_drops[static_cast<size_t>(RxDrop::kMultiSegment)];
-      rte_pktmbuf_free(m);
-      continue;
-    }
-    const Classified k = classify(frame, len, mac_);
-    switch (k.cls) {
-      case FrameClass::kRoce:
-        if constexpr (std::is_same_v<std::decay_t<Handler>, NoEngine>) {
-          ++c_.rx_drops[static_cast<size_t>(RxDrop::kNoEngine)];
-        } else {
-          if (h(frame, len)) {
-            ++c_.rx_roce;
-          } else {
-            ++c_.rx_drops[static_cast<size_t>(RxDrop::kEngineRefused)];
-          }
-        }
-        break;
-      case FrameClass::kArp:
-      case FrameClass::kNd:
-        dispatch_local(k.cls, frame, len, now_ns);
-        break;
-      case FrameClass::kDrop:
-        ++c_.rx_drops[static_cast<size_t>(k.drop)];
-        break;
-    }
-    rte_pktmbuf_free(m);
+    if (capture_ != nullptr) capture(rte_pktmbuf_mtod(m, const uint8_t *), rte_pktmbuf_data_len(m));
+    rx_one(m, h, now_ns);
   }
-  return n;
+  return static_cast<uint16_t>(total + n);
 }
 
 }  // namespace uroce::port

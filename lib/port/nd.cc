@@ -317,6 +317,10 @@ size_t Nd::input(const uint8_t *frame, size_t len, uint64_t now, uint8_t *out,
 Resolve Nd::resolve(const uint8_t ip[16], uint64_t now, uint8_t mac_out[6], uint8_t *out,
                     size_t cap, size_t *out_len) noexcept {
   *out_len = 0;
+  if (is_local(ip)) {  // our own address (the link-local included): same-port loopback
+    std::memcpy(mac_out, mac_, 6);
+    return Resolve::kResolved;
+  }
   bool probe_now = false, unicast = false;
   const Resolve r = table_.resolve(ip, now, mac_out, &probe_now, &unicast);
   if (probe_now) {

@@ -75,6 +75,7 @@ class Nd {
   // untagged). Returns the length of the NA written to `out` (0: nothing to send).
   size_t input(const uint8_t *frame, size_t len, uint64_t now, uint8_t *out, size_t cap) noexcept;
 
+  // As Arp::resolve; one of our own addresses (the link-local included) resolves to our MAC.
   Resolve resolve(const uint8_t ip[16], uint64_t now, uint8_t mac_out[6], uint8_t *out, size_t cap,
                   size_t *out_len) noexcept;
   size_t poll(uint64_t now, uint8_t *out, size_t cap) noexcept;

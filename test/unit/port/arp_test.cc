@@ -212,6 +212,22 @@ TEST(Arp, ResolveRetriesWithBackoffThenFails) {
   EXPECT_EQ(n, Arp::kFrameLen);
 }
 
+TEST(Arp, OwnAddressResolvesToOwnMacWithoutProbe) {
+  Arp arp = make_arp();
+  const uint8_t ours[2][4] = {{10, 77, 0, 2}, {172, 16, 5, 9}};
+  for (const auto &ip : ours) {
+    uint8_t mac[6] = {}, out[128];
+    size_t n = 99;
+    EXPECT_EQ(arp.resolve(ip, 0, mac, out, sizeof out, &n), Resolve::kResolved);
+    EXPECT_EQ(n, 0u);
+    EXPECT_EQ(0, std::memcmp(mac, kOurMac, 6));
+    EXPECT_EQ(arp.table().find(ip), nullptr);  // no entry, no probe
+  }
+  EXPECT_EQ(arp.counters().tx_requests, 0u);
+  uint8_t frame[128];
+  EXPECT_EQ(arp.poll(10 * kSec, frame, sizeof frame), 0u);
+}
+
 TEST(Arp, ResolveCompletesOnReplyThenExpiresAndRefreshes) {
   NeighParams p;
   p.retrans_ns = 100;

@@ -84,6 +84,17 @@ void send(EthPort &p, const std::vector<uint8_t> &f) {
   p.tx_commit(b, static_cast<uint32_t>(f.size()));
 }
 
+// Puts `f` on the ring's TX queue directly (not through EthPort, which would loop a frame to
+// its own MAC back without the ring): it arrives on the RX queue as from the wire.
+void send_through_ring(EthPort &p, const std::vector<uint8_t> &f) {
+  rte_mbuf *m = rte_pktmbuf_alloc(g_pool);
+  ASSERT_NE(m, nullptr);
+  char *d = rte_pktmbuf_append(m, static_cast<uint16_t>(f.size()));
+  ASSERT_NE(d, nullptr);
+  std::memcpy(d, f.data(), f.size());
+  ASSERT_EQ(rte_eth_tx_burst(p.port_id(), 0, &m, 1), 1u);
+}
+
 // Receives until `want` frames came in or 100 empty polls passed (net_ring is synchronous:
 // frames are there as soon as tx_burst returned).
 template <class H>
@@ -169,8 +180,7 @@ TEST(EthPort, RoceFramesGoToTheHandler) {
   config::DaemonConfig dc;
   EthPort p(ring_config(), dc, g_pool, 1);
   const auto f = roce_to(p.mac());
-  send(p, f);
-  p.flush();
+  send_through_ring(p, f);
   ASSERT_EQ(receive(p, NoEngine{}, 1), 1u);
   EXPECT_EQ(p.counters().rx_drops[static_cast<size_t>(RxDrop::kNoEngine)], 1u);
 
@@ -179,18 +189,98 @@ TEST(EthPort, RoceFramesGoToTheHandler) {
     seen.assign(frame, frame + len);
     return true;
   };
-  send(p, f);
-  p.flush();
+  send_through_ring(p, f);
   ASSERT_EQ(receive(p, accept, 1), 1u);
   EXPECT_EQ(seen, f);
   EXPECT_EQ(p.counters().rx_roce, 1u);
 
   auto refuse = [](const uint8_t *, uint32_t) noexcept { return false; };
-  send(p, f);
-  p.flush();
+  send_through_ring(p, f);
   ASSERT_EQ(receive(p, refuse, 1), 1u);
   EXPECT_EQ(p.counters().rx_drops[static_cast<size_t>(RxDrop::kEngineRefused)], 1u);
   expect_accounted(p);
+}
+
+TEST(EthPort, FramesToOwnMacLoopBackWithoutLeavingThePort) {
+  config::DaemonConfig dc;
+  EthPort p(ring_config(), dc, g_pool, 1);
+  const auto f = roce_to(p.mac());
+  std::vector<std::vector<uint8_t>> seen;
+  auto accept = [&](const uint8_t *frame, uint32_t len) noexcept {
+    seen.emplace_back(frame, frame + len);
+    return true;
+  };
+  // 100 frames to our own MAC: none reaches the ring (tx_packets stays 0), one rx_burst on the
+  // TX queue's number receives all of them, in order.
+  for (int i = 0; i < 100; ++i) {
+    auto g = f;
+    g[54] = static_cast<uint8_t>(i);  // the first payload byte (the handler does not parse)
+    send(p, g);
+  }
+  p.flush();
+  EXPECT_EQ(p.counters().tx_packets, 0u);
+  EXPECT_EQ(p.counters().tx_loopback, 100u);
+  EXPECT_EQ(p.rx_burst(0, accept, 1000), 100u);
+  ASSERT_EQ(seen.size(), 100u);
+  for (int i = 0; i < 100; ++i)
+    EXPECT_EQ(seen[i][54], static_cast<uint8_t>(i));
+  EXPECT_EQ(p.counters().rx_roce, 100u);
+  EXPECT_EQ(p.counters().rx_packets, 100u);
+  EXPECT_EQ(p.counters().rx_bytes, 100u * f.size());
+  EXPECT_EQ(p.rx_burst(0, accept, 1000), 0u);  // nothing came through the ring
+
+  // What the handler sends to us while a burst is dispatched arrives on the next call only.
+  seen.clear();
+  int replies = 0;
+  auto reply = [&](const uint8_t *frame, uint32_t len) noexcept {
+    seen.emplace_back(frame, frame + len);
+    if (replies < 3) {
+      ++replies;
+      send(p, f);
+    }
+    return true;
+  };
+  send(p, f);
+  EXPECT_EQ(p.rx_burst(0, reply, 1000), 1u);
+  EXPECT_EQ(p.rx_burst(0, reply, 1000), 1u);
+  EXPECT_EQ(p.rx_burst(0, reply, 1000), 1u);
+  EXPECT_EQ(p.rx_burst(0, reply, 1000), 1u);
+  EXPECT_EQ(p.rx_burst(0, reply, 1000), 0u);
+  EXPECT_EQ(seen.size(), 4u);
+  EXPECT_EQ(p.counters().tx_loopback, 104u);
+  EXPECT_EQ(p.counters().tx_loopback_full, 0u);
+  EXPECT_EQ(p.counters().tx_loopback_dropped, 0u);
+  // Frames to another MAC still leave through the ring.
+  const uint8_t other[6] = {0x02, 0, 0, 0, 0, 9};
+  send(p, roce_to(other));
+  p.flush();
+  EXPECT_EQ(p.counters().tx_packets, 1u);
+  EXPECT_EQ(p.counters().tx_loopback, 104u);
+  ASSERT_EQ(receive(p, NoEngine{}, 1), 1u);
+  EXPECT_EQ(p.counters().rx_drops[static_cast<size_t>(RxDrop::kNotForUs)], 1u);
+  // Frames left in the queue when the port stops go back to the pool.
+  const unsigned before = rte_mempool_avail_count(g_pool);
+  send(p, f);
+  send(p, f);
+  EXPECT_EQ(rte_mempool_avail_count(g_pool), before - 2);
+  p.stop();
+  EXPECT_GE(rte_mempool_avail_count(g_pool), before);
+  expect_accounted(p);
+}
+
+TEST(EthPort, OwnAddressesResolveToOwnMac) {
+  config::DaemonConfig dc;
+  EthPort p(ring_config(), dc, g_pool, 1);
+  uint8_t mac[6] = {};
+  const uint8_t ip4[4] = {10, 77, 0, 2};
+  EXPECT_EQ(p.resolve_ipv4(ip4, 1000, mac), Resolve::kResolved);
+  EXPECT_EQ(0, std::memcmp(mac, p.mac(), 6));
+  std::memset(mac, 0, 6);
+  EXPECT_EQ(p.resolve_ipv6(p.gids()[0].gid.raw, 1000, mac), Resolve::kResolved);
+  EXPECT_EQ(0, std::memcmp(mac, p.mac(), 6));
+  p.flush();
+  EXPECT_EQ(p.counters().tx_packets, 0u);  // no ARP request, no NS
+  EXPECT_EQ(p.arp().counters().tx_requests, 0u);
 }
 
 TEST(EthPort, TxBackPressureAbortAndTooLong) {

@@ -10,6 +10,7 @@
 
 #include "config/config.h"
 #include "hex.h"
+#include "wire/gid.h"
 
 namespace uroce::port {
 namespace {
@@ -272,6 +273,22 @@ std::vector<uint8_t> na_from_peer(const char *target, uint8_t flags, uint8_t mac
   std::memcpy(f.data() + kIcmpOff + 26, peer_mac, 6);
   fix_checksum(f);
   return f;
+}
+
+TEST(Nd, OwnAddressesResolveToOwnMacWithoutSolicitation) {
+  Nd nd = make_nd();
+  uint8_t global[16];
+  ASSERT_TRUE(config::parse_ipv6("fd00:77::2", global));
+  const wire::Gid ll = wire::Gid::link_local_from_mac(kOurMac);
+  for (const uint8_t *ip : {static_cast<const uint8_t *>(global), ll.raw}) {
+    uint8_t mac[6] = {}, out[128];
+    size_t n = 99;
+    EXPECT_EQ(nd.resolve(ip, 0, mac, out, sizeof out, &n), Resolve::kResolved);
+    EXPECT_EQ(n, 0u);
+    EXPECT_EQ(0, std::memcmp(mac, kOurMac, 6));
+    EXPECT_EQ(nd.table().find(ip), nullptr);
+  }
+  EXPECT_EQ(nd.counters().tx_ns, 0u);
 }
 
 TEST(Nd, ResolveWithSolicitationThenAdvertisement) {

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Integration test: same-port loopback (doc/uroced.md). ONE uroced whose only port is
+# net_null with no-rx=1: every frame that leaves the port is lost and nothing ever comes in,
+# so whatever works here went through the loopback path (a frame to the port's own MAC is
+# handed back to the receive path instead of being sent).
+#   1. verbs_app run SOCK SOCK: two contexts on the same daemon, RC SEND / WRITE / READ /
+#      atomics, UD SEND, UC WRITE, SRQ, events, corrupt WQEs (data checked).
+#   2. verbs_app requester / responder: two app processes on the same daemon (RC WRITE, READ,
+#      SEND, data checked on both sides).
+#   3. uroce-stat: port.p0.tx_loopback counts the traffic, port.p0.tx_packets only the start-up
+#      announcements, nothing dropped; SIGTERM exits 0.
+# Needs root (as the other integration tests). Bounded waits; processes stopped by PID.
+# Usage: uroced_loopback.sh PATH/TO/uroced PATH/TO/uroce-stat PATH/TO/verbs_app
+set -uo pipefail
+
+UROCED=${1:?usage: $0 UROCED UROCE_STAT VERBS_APP}
+STAT=${2:?usage: $0 UROCED UROCE_STAT VERBS_APP}
+APP=${3:?usage: $0 UROCED UROCE_STAT VERBS_APP}
+if [ "$(id -u)" != 0 ]; then
+  echo "FAIL: this test needs root (like the other integration tests); CI runs as root"
+  exit 1
+fi
+
+ID=$$
+WORK=$(mktemp -d /tmp/uroce-loopback-XXXXXX)
+PREFIX=uroce-loopback-$ID
+PID_D="" PID_R=""
+FAILS=0
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+pass() { echo "ok: $*"; }
+
+stop_pid() {  # stop_pid PID SIGNAL: signal, wait up to 30 s, then SIGKILL. Returns its status.
+  local pid=$1
+  [ -n "$pid" ] || return 0
+  kill -"$2" "$pid" 2>/dev/null
+  for _ in $(seq 300); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    fail "pid $pid still running 30 s after SIG$2: killing it"
+    kill -KILL "$pid" 2>/dev/null
+  fi
+  wait "$pid"
+}
+cleanup() {
+  [ -n "$PID_R" ] && stop_pid "$PID_R" KILL >/dev/null 2>&1
+  [ -n "$PID_D" ] && stop_pid "$PID_D" TERM >/dev/null 2>&1
+  rm -rf "/var/run/dpdk/$PREFIX"
+  [ "$FAILS" -ne 0 ] && { echo "--- uroced log"; tail -40 "$WORK/uroced.log" 2>/dev/null; }
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+SOCK=$WORK/uroced.sock
+cat >"$WORK/uroced.conf" <<EOF
+[eal]
+args = --no-huge -m 256 --no-pci --file-prefix=$PREFIX --log-level=*:notice
+[daemon]
+socket = $SOCK
+workers = 0
+mbufs = 4095
+idle_sleep_us = 50
+[port p0]
+device = net_null0,no-rx=1
+ipv4 = 10.80.0.1/24
+EOF
+env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced.conf" >"$WORK/uroced.log" 2>&1 &
+PID_D=$!
+for _ in $(seq 600); do
+  grep -q "uroced: running" "$WORK/uroced.log" 2>/dev/null && break
+  kill -0 "$PID_D" 2>/dev/null || break
+  sleep 0.1
+done
+grep -q "uroced: running" "$WORK/uroced.log" || { fail "uroced did not come up: $(tail -5 "$WORK/uroced.log")"; exit 1; }
+pass "uroced on net_null (no-rx: nothing sent comes back through the port), pid $PID_D"
+
+stat() {  # stat KEY -> value (empty if absent)
+  timeout 30 "$STAT" -s "$SOCK" "$1" 2>/dev/null | awk -v k="$1" '$1 == k { print $2 }'
+}
+
+# --- 1. both contexts on the one daemon
+out=$(timeout 300 "$APP" run "$SOCK" "$SOCK" 2>&1); rc=$?
+echo "$out" | sed 's/^/  app: /'
+if [ $rc -eq 0 ] && grep -q "^0 failure(s)" <<<"$out"; then
+  pass "verbs_app run with both ends on one uroced: every operation"
+else
+  fail "verbs_app run SOCK SOCK: exit $rc"
+fi
+
+# --- 2. two app processes on the one daemon
+mkdir "$WORK/rv"
+timeout 300 "$APP" responder "$SOCK" "$WORK/rv" >"$WORK/responder.log" 2>&1 &
+PID_R=$!
+timeout 300 "$APP" requester "$SOCK" "$WORK/rv" >"$WORK/requester.log" 2>&1; rc_q=$?
+wait "$PID_R"; rc_r=$?
+PID_R=""
+if [ $rc_q -eq 0 ] && [ $rc_r -eq 0 ]; then
+  pass "two app processes on one uroced: RC WRITE, READ, SEND (data checked on both sides)"
+else
+  fail "two app processes: requester exit $rc_q, responder exit $rc_r"
+  sed 's/^/  requester: /' "$WORK/requester.log"; sed 's/^/  responder: /' "$WORK/responder.log"
+fi
+
+# --- 3. counters: the 100000-byte WRITE alone is 98 packets and the 50000-byte READ response
+# 49 (path MTU 1024), each looped back; the port itself sent only the announcements.
+lb=$(stat port.p0.tx_loopback)
+[ "${lb:-0}" -ge 147 ] && pass "port.p0.tx_loopback=$lb (>= 147)" || fail "port.p0.tx_loopback='$lb', expected >= 147"
+ann=$(sed -n 's/.*announced \([0-9]*\) address.*/\1/p' "$WORK/uroced.log")
+tx=$(stat port.p0.tx_packets)
+[ -n "$ann" ] && [ "$tx" = "$ann" ] && pass "port.p0.tx_packets=$tx (the $ann announcements only)" \
+  || fail "port.p0.tx_packets='$tx', expected the $ann announcements only"
+for k in port.p0.tx_loopback_dropped port.p0.tx_dropped; do
+  v=$(stat $k)
+  [ "${v:-0}" = 0 ] || fail "$k = '$v', expected 0"
+done
+rr=$(stat port.p0.rx_roce)
+[ "${rr:-0}" = "$lb" ] && pass "port.p0.rx_roce=$rr: every looped-back frame reached the engine" \
+  || fail "port.p0.rx_roce='$rr', tx_loopback='$lb'"
+for k in daemon.qps daemon.mrs daemon.cqs daemon.pds; do
+  v=$(stat $k); [ "$v" = 0 ] || fail "$k = '$v' after the apps closed everything"
+done
+
+stop_pid "$PID_D" TERM; rc=$?
+PID_D=""
+if [ $rc -eq 0 ] && grep -q "uroced: stopped" "$WORK/uroced.log"; then
+  pass "uroced: SIGTERM, exit 0"
+else
+  fail "uroced: exit $rc"
+fi
+echo "$FAILS failure(s)"
+[ "$FAILS" -eq 0 ]

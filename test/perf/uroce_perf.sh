@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Integration test of uroce-perf (doc/uroce-perf.md): the result tables are parsed and checked
+# for sane values (no timing assertion: the machine is shared), with --check verifying data.
+#   1. one uroced on net_null (no-rx: only same-port loopback works): every test with
+#      --loopback (server and client in one process, over one uroced), several QPs, -a, -D.
+#   2. two uroced joined by net_memif, the server process on one, the client on the other,
+#      meeting over TCP: write_bw with 2 QPs and send_lat.
+# Needs root (as the other integration tests). Bounded waits; processes stopped by PID.
+# Usage: uroce_perf.sh PATH/TO/uroced PATH/TO/uroce-perf
+set -uo pipefail
+UROCED=${1:?usage: $0 UROCED UROCE_PERF}
+PERF=${2:?usage: $0 UROCED UROCE_PERF}
+if [ "$(id -u)" != 0 ]; then
+  echo "FAIL: this test needs root (like the other integration tests); CI runs as root"
+  exit 1
+fi
+ID=$$
+WORK=$(mktemp -d /tmp/uroce-perf-test-XXXXXX)
+PIDS=()
+FAILS=0
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+pass() { echo "ok: $*"; }
+cleanup() {
+  for p in "${PIDS[@]}"; do
+    kill -TERM "$p" 2>/dev/null
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null
+    wait "$p" 2>/dev/null
+  done
+  rm -rf /var/run/dpdk/uroce-perf-test-$ID-*
+  if [ "$FAILS" -ne 0 ]; then
+    for f in "$WORK"/*.log; do echo "--- $f"; tail -20 "$f"; done
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+daemon() {  # daemon NAME LCORE DEVICE IP -> starts uroced NAME, its socket is $WORK/NAME.sock
+  cat >"$WORK/$1.conf" <<EOF
+[eal]
+args = --no-huge -m 256 --no-pci --file-prefix=uroce-perf-test-$ID-$1 --log-level=*:notice
+[daemon]
+socket = $WORK/$1.sock
+workers = $2
+mbufs = 8191
+idle_sleep_us = 50
+[port p0]
+device = $3
+ipv4 = $4/24
+EOF
+  env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/$1.conf" >"$WORK/uroced-$1.log" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  for _ in $(seq 600); do
+    grep -q "uroced: running" "$WORK/uroced-$1.log" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  fail "uroced $1 did not come up: $(tail -5 "$WORK/uroced-$1.log")"
+  exit 1
+}
+
+# check_bw NAME ITERS ROWS -- command: runs it; every result row must have #iterations ==
+# ITERS (or > 0 when ITERS is '-'), BW average > 0 (from 1 KB), BW peak >= BW average, MsgRate > 0; ROWS
+# rows; exit 0 and "Data check : PASS".
+check_bw() {
+  local name=$1 iters=$2 rows=$3; shift 4
+  local out rc
+  out=$(timeout 120 "$@" 2>&1); rc=$?
+  local bad
+  bad=$(awk -v it="$iters" -v rows="$rows" '
+    /#bytes +#iterations +BW peak/ { table = 1; next }
+    table && /^ *[0-9]+ +[0-9]+ / {
+      n++
+      if ((it != "-" && $2 != it) || (it == "-" && $2 <= 0)) print "iterations " $2 " (asked " it ")"
+      if ($4 < 0 || ($1 >= 1024 && $4 <= 0)) print "BW average " $4  # (2 B x 5: 0.00 MB/s)
+      if ($3 + 0.01 < $4) print "peak " $3 " below average " $4
+      if ($5 <= 0) print "MsgRate " $5
+    }
+    END { if (n != rows) print n " result rows, expected " rows }' <<<"$out")
+  if [ $rc -eq 0 ] && [ -z "$bad" ] && grep -q "Data check      : PASS" <<<"$out"; then
+    pass "$name: $(grep -A"$rows" '#bytes' <<<"$out" | tail -1 | tr -s ' \t' ' ')"
+  else
+    fail "$name: exit $rc; $bad"; echo "$out" | tail -30 | sed 's/^/  /'
+  fi
+}
+# check_lat NAME ITERS -- command: one row, #iterations == ITERS, 0 < t_min <= t_typical <=
+# t_max, t_min <= t_avg <= t_max, t_min <= 99% <= 99.9% <= t_max.
+check_lat() {
+  local name=$1 iters=$2; shift 3
+  local out rc
+  out=$(timeout 120 "$@" 2>&1); rc=$?
+  local bad
+  bad=$(awk -v it="$iters" '
+    /#bytes #iterations +t_min/ { table = 1; next }
+    table && /^ *[0-9]+ +[0-9]+ / {
+      n++
+      if ($2 != it) print "iterations " $2 " (asked " it ")"
+      if (!($3 > 0 && $3 <= $5 && $5 <= $4)) print "t_min/t_typical/t_max " $3 "/" $5 "/" $4
+      if (!($3 <= $6 && $6 <= $4)) print "t_avg " $6
+      if (!($3 <= $8 && $8 <= $9 && $9 <= $4)) print "percentiles " $8 " " $9
+    }
+    END { if (n != 1) print n " result rows" }' <<<"$out")
+  if [ $rc -eq 0 ] && [ -z "$bad" ] && grep -q "Data check      : PASS" <<<"$out"; then
+    pass "$name: $(grep -A1 '#bytes' <<<"$out" | tail -1 | tr -s ' \t' ' ')"
+  else
+    fail "$name: exit $rc; $bad"; echo "$out" | tail -30 | sed 's/^/  /'
+  fi
+}
+
+# --- 1. loopback: one uroced whose port loses everything it sends
+daemon lo 0 "net_null0,no-rx=1" 10.81.0.1
+S=$WORK/lo.sock
+check_bw "write_bw --loopback -q 3 -s 64" 3000 1 -- "$PERF" write_bw --loopback -d "$S" -q 3 -s 64 -n 3000 -t 64 -Q 16 --check
+check_bw "write_bw --loopback 4000 B (4 packets)" 500 1 -- "$PERF" write_bw --loopback -d "$S" -s 4000 -n 500 --check
+check_bw "read_bw --loopback -q 2" 1000 1 -- "$PERF" read_bw --loopback -d "$S" -q 2 -s 3000 -n 1000 --check
+check_bw "send_bw --loopback -q 2" 2000 1 -- "$PERF" send_bw --loopback -d "$S" -q 2 -s 200 -n 2000 -r 64 --check
+check_bw "atomic_bw --loopback" 2000 1 -- "$PERF" atomic_bw --loopback -d "$S" -n 2000 --check
+check_bw "atomic_bw CMP_AND_SWAP --loopback" 500 1 -- "$PERF" atomic_bw --loopback -d "$S" -n 500 -A CMP_AND_SWAP --check
+check_bw "write_bw -a --loopback (2 .. 8 MB)" 5 23 -- "$PERF" write_bw --loopback -d "$S" -a -n 5 -t 4 -Q 1 --check
+check_bw "write_bw -D 1 --report_gbits --loopback" - 1 -- "$PERF" write_bw --loopback -d "$S" -s 512 -D 1 --report_gbits --check
+for t in write_lat read_lat send_lat atomic_lat; do
+  check_lat "$t --loopback" 300 -- "$PERF" $t --loopback -d "$S" -n 300 --check
+done
+check_lat "write_lat --loopback 5000 B (5 packets)" 100 -- "$PERF" write_lat --loopback -d "$S" -s 5000 -n 100 --check
+out=$(timeout 60 "$PERF" write_bw --report_gbits --loopback -d "$S" -n 5 2>&1)
+grep -q "BW peak\[Gb/sec\]    BW average\[Gb/sec\]" <<<"$out" || fail "--report_gbits header: $out"
+
+# --- 2. two uroced on net_memif, server and client in two processes over TCP
+daemon a 0 "net_memif0,role=server,socket=$WORK/memif.sock,id=0" 10.82.0.1
+daemon b 1 "net_memif0,role=client,socket=$WORK/memif.sock,id=0" 10.82.0.2
+PORT=$((20000 + ID % 20000))
+for t in "write_bw -q 2 -s 1000 -n 2000" "send_lat -s 64 -n 300"; do
+  set -- $t
+  timeout 120 "$PERF" $t -d "$WORK/a.sock" -p $PORT >"$WORK/server.log" 2>&1 &
+  SPID=$!
+  if [ "$1" = write_bw ]; then
+    check_bw "two processes, two uroced on memif: $t" 2000 1 -- "$PERF" $t -d "$WORK/b.sock" -p $PORT --check 127.0.0.1
+  else
+    check_lat "two processes, two uroced on memif: $t" 300 -- "$PERF" $t -d "$WORK/b.sock" -p $PORT --check 127.0.0.1
+  fi
+  wait $SPID; rc=$?
+  [ $rc -eq 0 ] && grep -q "Waiting for client to connect" "$WORK/server.log" \
+    && pass "server process ($1): exit 0" || fail "server process ($1): exit $rc"
+done
+echo "$FAILS failure(s)"
+[ "$FAILS" -eq 0 ]

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# uroce-perf's command line without a daemon: --help, --version, and every class of bad flag
+# (exit 2 with a message naming the flag). A client whose daemon socket does not exist fails
+# at run time (exit 1). Needs no root.
+# Usage: uroce_perf_cli.sh PATH/TO/uroce-perf
+set -uo pipefail
+PERF=${1:?usage: $0 UROCE_PERF}
+WORK=$(mktemp -d /tmp/uroce-perf-cli-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+FAILS=0
+expect() {  # expect NAME WANT_RC PATTERN -- command...
+  local name=$1 want=$2 pat=$3; shift 4
+  local out rc
+  out=$(timeout 30 "$@" 2>&1); rc=$?
+  if [ "$rc" -eq "$want" ] && grep -qE -- "$pat" <<<"$out"; then
+    echo "ok: $name"
+  else
+    echo "FAIL: $name: exit $rc (want $want), output:"; echo "$out"; FAILS=$((FAILS + 1))
+  fi
+}
+expect "--help lists the tests and the flags" 0 "write_bw read_bw send_bw atomic_bw write_lat" -- "$PERF" --help
+expect "--help names --loopback" 0 "--loopback" -- "$PERF" --help
+expect "--version" 0 "^uroce-perf [0-9]+\.[0-9]+\.[0-9]+$" -- "$PERF" --version
+expect "no test" 2 "no test given" -- "$PERF"
+expect "no test, only flags" 2 "no test given" -- "$PERF" -s 64
+expect "unknown test" 2 "unknown test 'write_bandwidth'" -- "$PERF" write_bandwidth
+expect "unknown short option" 2 "unknown option '-z'" -- "$PERF" write_bw -z
+expect "unknown long option" 2 "unknown option '--bogus'" -- "$PERF" write_bw --bogus
+expect "missing value" 2 "option '-s' needs a value" -- "$PERF" write_bw -s
+expect "size 0" 2 "invalid value '0' for -s/--size" -- "$PERF" write_bw -s 0
+expect "size too big" 2 "invalid value '8388609' for -s/--size" -- "$PERF" write_bw -s 8388609
+expect "size not a number" 2 "invalid value '64k' for -s/--size" -- "$PERF" write_bw -s 64k
+expect "negative iterations" 2 "invalid value '-5' for -n/--iters" -- "$PERF" write_bw -n -5
+expect "iterations below perftest's minimum" 2 "invalid value '4' for -n/--iters: 5 \.\. 100000000" -- "$PERF" write_bw -n 4
+expect "QPs out of range" 2 "invalid value '0' for -q/--qp" -- "$PERF" write_bw -q 0
+expect "tx depth out of range" 2 "invalid value '16385' for -t/--tx-depth" -- "$PERF" write_bw -t 16385
+expect "bad MTU" 2 "invalid value '1500' for -m/--mtu" -- "$PERF" write_bw -m 1500
+expect "bad port" 2 "invalid value '70000' for -p/--port" -- "$PERF" write_bw -p 70000
+expect "UD is not supported" 2 "only RC is supported" -- "$PERF" send_bw -c UD
+expect "bad atomic type" 2 "CMP_AND_SWAP or FETCH_AND_ADD" -- "$PERF" atomic_bw -A ADD
+expect "atomic size" 2 "atomic tests move 8 bytes" -- "$PERF" atomic_bw -s 64
+expect "-a with -s" 2 "-a and -s exclude each other" -- "$PERF" write_bw -a -s 64
+expect "-D with -n" 2 "-D and -n exclude each other" -- "$PERF" write_bw -D 2 -n 100
+expect "-D on a latency test" 2 "-D is supported by the bw tests only" -- "$PERF" write_lat -D 2
+expect "several QPs on a latency test" 2 "latency tests use one QP" -- "$PERF" send_lat -q 2
+expect "cq-mod above tx depth" 2 "must not exceed the tx depth" -- "$PERF" write_bw -t 16 -Q 32
+expect "--loopback with a server" 2 "--loopback runs both sides here" -- "$PERF" write_bw --loopback host
+expect "two servers" 2 "unexpected argument 'b'" -- "$PERF" write_bw a b
+expect "-T and a test" 2 "the test is given twice" -- "$PERF" write_bw -T read_bw
+expect "-T works (then fails to reach uroced: exit 1)" 1 "cannot open uroced's control socket $WORK/none.sock" -- \
+  "$PERF" -T write_bw --loopback -d "$WORK/none.sock"
+expect "ib_ prefix accepted (no daemon: exit 1)" 1 "cannot open uroced's control socket" -- \
+  "$PERF" ib_send_lat --loopback --socket "$WORK/none.sock"
+echo "$FAILS failure(s)"
+[ "$FAILS" -eq 0 ]

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# The uroced measurement of doc/perf.md (issue: "small RDMA WRITE message rate through uroced
+# on memif, one worker lcore: >= 50 % of the raw memif packet rate, same run").
+#
+#   bench/run-uroced.sh [--builddir DIR] [--seconds N] [--sizes "2 64"] [--qps N]
+#                       [--tx-depth N] [--cq-mod N] [--runs N]
+#
+# Per run, on the same two memif ports (A: memif server on lcore 0, B: memif client on lcore
+# 1, the same uroced configuration files, EAL --no-huge -m 256):
+#   1. raw baseline: uroce-rawpkt --role tx with A's configuration sends 64-byte L2 frames,
+#      uroce-rawpkt --role rx with B's counts them for N seconds;
+#   2. uroced A and uroced B, then for each size uroce-perf write_bw -D N: server on B, client
+#      on A (RC WRITEs A -> B, ACKs B -> A).
+# Two figures per case: packets (messages) per wall second, and per CPU second of the busier
+# of the two data-path threads (raw: the tx / rx polling threads, CLOCK_THREAD_CPUTIME_ID;
+# uroced: the daemons' main threads, utime + stime from /proc over the client's whole run).
+# The machine has 2 cores: the raw run uses both, the uroced run has two polling daemons
+# plus the busy-polling uroce-perf client on them, so the wall-clock rate understates what
+# one lcore does; the CPU-time rate measures the work per message. Both ratios are printed,
+# with PASS/MISS against 50 %. Nothing is asserted: the script fails only if a step fails.
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=$here/build
+SECS=5
+SIZES="2 64"
+QPS=4
+TXD=256
+CQMOD=32
+RUNS=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --builddir) BUILD=$(cd "$2" && pwd); shift ;;
+    --seconds) SECS=$2; shift ;;
+    --sizes) SIZES=$2; shift ;;
+    --qps) QPS=$2; shift ;;
+    --tx-depth) TXD=$2; shift ;;
+    --cq-mod) CQMOD=$2; shift ;;
+    --runs) RUNS=$2; shift ;;
+    -h|--help) sed -n '3,22p' "$0"; exit 0 ;;
+    *) echo "run-uroced.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+  shift
+done
+UROCED=$BUILD/apps/uroced/uroced
+PERF=$BUILD/apps/uroce-perf/uroce-perf
+RAW=$BUILD/bench/rawpkt/uroce-rawpkt
+for b in "$UROCED" "$PERF" "$RAW"; do
+  [ -x "$b" ] || { echo "run-uroced.sh: $b is not built (ninja -C $BUILD)" >&2; exit 1; }
+done
+[ "$(id -u)" = 0 ] || { echo "run-uroced.sh: needs root (DPDK, memif sockets)" >&2; exit 1; }
+
+ID=$$
+WORK=$(mktemp -d /tmp/uroce-bench-XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do
+    kill -TERM "$p" 2>/dev/null
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null
+  done
+  PIDS=()
+  rm -rf /var/run/dpdk/uroce-bench-$ID-*
+}
+trap 'cleanup; rm -rf "$WORK"' EXIT
+die() { echo "run-uroced.sh: $*" >&2; for f in "$WORK"/*.log; do echo "--- $f" >&2; tail -5 "$f" >&2; done; exit 1; }
+
+conf() {  # conf NAME ROLE LCORE IP
+  cat >"$WORK/$1.conf" <<EOF
+[eal]
+args = --no-huge -m 256 --no-pci --file-prefix=uroce-bench-$ID-$1 --log-level=*:notice
+[daemon]
+socket = $WORK/$1.sock
+workers = $3
+mbufs = 8191
+idle_sleep_us = 50
+[port p0]
+device = net_memif0,role=$2,socket=$WORK/memif.sock,id=0
+ipv4 = $4/24
+EOF
+}
+conf a server 0 10.83.0.1
+conf b client 1 10.83.0.2
+HZ=$(getconf CLK_TCK)
+cpu_of() {  # cpu_of PID -> CPU seconds (utime + stime) of its main thread
+  awk -v hz="$HZ" '{ sub(/^.*\) /, ""); print ($12 + $13) / hz }' "/proc/$1/task/$1/stat"
+}
+start_daemon() {  # start_daemon NAME -> pid in DPID
+  env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/$1.conf" >"$WORK/uroced-$1.log" 2>&1 &
+  DPID=$!
+  PIDS+=("$DPID")
+  for _ in $(seq 600); do
+    grep -q "uroced: running" "$WORK/uroced-$1.log" 2>/dev/null && return 0
+    kill -0 "$DPID" 2>/dev/null || break
+    sleep 0.1
+  done
+  die "uroced $1 did not come up"
+}
+field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$2"; }
+
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; $(uname -r); load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "commit: $(git -C "$here" rev-parse --short HEAD 2>/dev/null)$(git -C "$here" diff --quiet 2>/dev/null || echo '+dirty')"
+RESULTS=()
+for run in $(seq "$RUNS"); do
+  # --- 1. raw memif baseline
+  "$RAW" -c "$WORK/a.conf" --role tx --seconds $((SECS + 30)) >"$WORK/raw-tx.log" 2>&1 &
+  TXPID=$!
+  PIDS+=("$TXPID")
+  rx=$(timeout $((SECS + 90)) "$RAW" -c "$WORK/b.conf" --role rx --seconds "$SECS" 2>"$WORK/raw-rx.log") \
+    || die "uroce-rawpkt rx failed"
+  kill -TERM "$TXPID"; wait "$TXPID"
+  PIDS=()
+  tx=$(grep '^rawpkt' "$WORK/raw-tx.log")
+  rm -rf /var/run/dpdk/uroce-bench-$ID-*
+  raw_pps=$(field pps "$rx")
+  raw_cpu=$(awk -v a="$(field cpu_seconds "$rx")" -v b="$(field cpu_seconds "$tx")" \
+    -v p="$(field packets "$rx")" 'BEGIN { c = (a > b ? a : b); printf "%.0f", (c > 0 ? p / c : 0) }')
+  echo "run $run raw: rx: $rx"
+  echo "run $run raw: tx: $tx"
+
+  # --- 2. uroced A and B, uroce-perf write_bw A -> B
+  start_daemon a; PA=$DPID
+  start_daemon b; PB=$DPID
+  PORT=$((20000 + (ID + run) % 20000))
+  for size in $SIZES; do
+    timeout $((SECS + 120)) "$PERF" write_bw -d "$WORK/b.sock" -p "$PORT" >"$WORK/perf-server.log" 2>&1 &
+    SPID=$!
+    ca0=$(cpu_of "$PA"); cb0=$(cpu_of "$PB"); t0=$(date +%s.%N)
+    out=$(timeout $((SECS + 120)) "$PERF" write_bw -d "$WORK/a.sock" -p "$PORT" -s "$size" -q "$QPS" \
+      -t "$TXD" -Q "$CQMOD" -D "$SECS" 127.0.0.1 2>&1) || die "uroce-perf client failed: $out"
+    ca1=$(cpu_of "$PA"); cb1=$(cpu_of "$PB"); t1=$(date +%s.%N)
+    wait "$SPID" || die "uroce-perf server failed: $(cat "$WORK/perf-server.log")"
+    row=$(awk '/#bytes +#iterations/ { getline; print; exit }' <<<"$out")
+    echo "run $run uroce-perf write_bw -s $size -q $QPS -t $TXD -Q $CQMOD -D $SECS:$row"
+    read -r _ iters _ _ mpps <<<"$row"
+    msgs=$((iters * QPS))
+    # msg/s wall, CPU s of A and B, msgs per CPU s of the busier daemon
+    read -r wm ca cb cr <<<"$(awk -v m="$msgs" -v mpps="$mpps" -v a0="$ca0" -v a1="$ca1" \
+      -v b0="$cb0" -v b1="$cb1" 'BEGIN {
+        ca = a1 - a0; cb = b1 - b0; c = (ca > cb ? ca : cb)
+        printf "%.0f %.2f %.2f %.0f", mpps * 1e6, ca, cb, (c > 0 ? m / c : 0) }')"
+    echo "run $run uroced CPU seconds: A $ca, B $cb, over $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s of the client run; $msgs messages"
+    RESULTS+=("$run $size $raw_pps $raw_cpu $wm $cr")
+  done
+  cleanup
+done
+
+echo
+echo "| run | size | raw pps (wall) | raw pps / CPU s | WRITE msg/s (wall) | WRITE msg / CPU s | ratio wall | ratio CPU | 50 % (CPU) |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---|"
+for l in "${RESULTS[@]}"; do
+  read -r run size rp rc wm cr <<<"$l"
+  awk -v run="$run" -v size="$size" -v rp="$rp" -v rc="$rc" -v wm="$wm" -v cr="$cr" 'BEGIN {
+    rw = rp > 0 ? 100 * wm / rp : 0; rcpu = rc > 0 ? 100 * cr / rc : 0
+    printf "| %s | %s B | %.0f | %.0f | %.0f | %.0f | %.1f %% | %.1f %% | %s |\n", run, size, rp, rc,
+      wm, cr, rw, rcpu, (rcpu >= 50 ? "PASS" : "MISS") }'
+done

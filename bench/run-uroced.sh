@@ -4,7 +4,7 @@
 # on memif, one worker lcore: >= 50 % of the raw memif packet rate, same run").
 #
 #   bench/run-uroced.sh [--builddir DIR] [--seconds N] [--sizes "2 64"] [--qps N]
-#                       [--tx-depth N] [--cq-mod N] [--runs N]
+#                       [--tx-depth N] [--cq-mod N] [--runs N] [--no-events] [--idle-sleep US]
 #
 # Per run, on the same two memif ports (A: memif server on lcore 0, B: memif client on lcore
 # 1, the same uroced configuration files, EAL --no-huge -m 256):
@@ -19,15 +19,21 @@
 # plus the busy-polling uroce-perf client on them, so the wall-clock rate understates what
 # one lcore does; the CPU-time rate measures the work per message. Both ratios are printed,
 # with PASS/MISS against 50 %. Nothing is asserted: the script fails only if a step fails.
+# The client sleeps on its CQ's completion event when it cannot post (uroce-perf -e), so that
+# the two daemons have the two cores nearly to themselves; --no-events makes it busy-poll.
+# --idle-sleep sets daemon.idle_sleep_us (default 50: a daemon naps only after 1024 idle
+# iterations, never while traffic flows).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$here/build
 SECS=5
 SIZES="2 64"
 QPS=4
-TXD=256
-CQMOD=32
+TXD=2048
+CQMOD=256
 RUNS=1
+EVENTS=-e
+IDLE=50
 while [ $# -gt 0 ]; do
   case "$1" in
     --builddir) BUILD=$(cd "$2" && pwd); shift ;;
@@ -37,7 +43,9 @@ while [ $# -gt 0 ]; do
     --tx-depth) TXD=$2; shift ;;
     --cq-mod) CQMOD=$2; shift ;;
     --runs) RUNS=$2; shift ;;
-    -h|--help) sed -n '3,22p' "$0"; exit 0 ;;
+    --no-events) EVENTS="" ;;
+    --idle-sleep) IDLE=$2; shift ;;
+    -h|--help) sed -n '3,27p' "$0"; exit 0 ;;
     *) echo "run-uroced.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -73,7 +81,7 @@ args = --no-huge -m 256 --no-pci --file-prefix=uroce-bench-$ID-$1 --log-level=*:
 socket = $WORK/$1.sock
 workers = $3
 mbufs = 8191
-idle_sleep_us = 50
+idle_sleep_us = $IDLE
 [port p0]
 device = net_memif0,role=$2,socket=$WORK/memif.sock,id=0
 ipv4 = $4/24
@@ -103,18 +111,22 @@ echo "commit: $(git -C "$here" rev-parse --short HEAD 2>/dev/null)$(git -C "$her
 RESULTS=()
 for run in $(seq "$RUNS"); do
   # --- 1. raw memif baseline
-  "$RAW" -c "$WORK/a.conf" --role tx --seconds $((SECS + 30)) >"$WORK/raw-tx.log" 2>&1 &
+  # The sender runs 4 s longer than the receiver's window and stops by itself; the receiver
+  # drains until it stopped.
+  "$RAW" -c "$WORK/a.conf" --role tx --seconds $((SECS + 4)) >"$WORK/raw-tx.log" 2>&1 &
   TXPID=$!
   PIDS+=("$TXPID")
   rx=$(timeout $((SECS + 90)) "$RAW" -c "$WORK/b.conf" --role rx --seconds "$SECS" 2>"$WORK/raw-rx.log") \
     || die "uroce-rawpkt rx failed"
-  kill -TERM "$TXPID"; wait "$TXPID"
+  wait "$TXPID" || die "uroce-rawpkt tx failed"
   PIDS=()
   tx=$(grep '^rawpkt' "$WORK/raw-tx.log")
   rm -rf /var/run/dpdk/uroce-bench-$ID-*
   raw_pps=$(field pps "$rx")
-  raw_cpu=$(awk -v a="$(field cpu_seconds "$rx")" -v b="$(field cpu_seconds "$tx")" \
-    -v p="$(field packets "$rx")" 'BEGIN { c = (a > b ? a : b); printf "%.0f", (c > 0 ? p / c : 0) }')
+  # per CPU second of the busier side: the smaller of the two per-side rates (each over its own
+  # window: the sender runs longer than the receiver counts)
+  raw_cpu=$(awk -v a="$(field pps_per_cpu_second "$rx")" -v b="$(field pps_per_cpu_second "$tx")" \
+    'BEGIN { printf "%.0f", (a < b ? a : b) }')
   echo "run $run raw: rx: $rx"
   echo "run $run raw: tx: $tx"
 
@@ -127,11 +139,11 @@ for run in $(seq "$RUNS"); do
     SPID=$!
     ca0=$(cpu_of "$PA"); cb0=$(cpu_of "$PB"); t0=$(date +%s.%N)
     out=$(timeout $((SECS + 120)) "$PERF" write_bw -d "$WORK/a.sock" -p "$PORT" -s "$size" -q "$QPS" \
-      -t "$TXD" -Q "$CQMOD" -D "$SECS" 127.0.0.1 2>&1) || die "uroce-perf client failed: $out"
+      -t "$TXD" -Q "$CQMOD" -D "$SECS" $EVENTS 127.0.0.1 2>&1) || die "uroce-perf client failed: $out"
     ca1=$(cpu_of "$PA"); cb1=$(cpu_of "$PB"); t1=$(date +%s.%N)
     wait "$SPID" || die "uroce-perf server failed: $(cat "$WORK/perf-server.log")"
     row=$(awk '/#bytes +#iterations/ { getline; print; exit }' <<<"$out")
-    echo "run $run uroce-perf write_bw -s $size -q $QPS -t $TXD -Q $CQMOD -D $SECS:$row"
+    echo "run $run uroce-perf write_bw -s $size -q $QPS -t $TXD -Q $CQMOD -D $SECS $EVENTS:$row"
     read -r _ iters _ _ mpps <<<"$row"
     msgs=$((iters * QPS))
     # msg/s wall, CPU s of A and B, msgs per CPU s of the busier daemon

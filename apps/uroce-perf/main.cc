@@ -344,6 +344,8 @@ class Side {
       std::printf(" CQ Moderation   : %u\n", o_.cq_mod);
     }
     if (o_.verb == Verb::kSend) std::printf(" RX depth        : %u\n", rx_depth);
+    if (o_.kind == Kind::kBw)
+      std::printf(" Use events      : %s\n", o_.use_event ? "ON (client)" : "OFF");
     std::printf(" Mtu             : %u[B]\n", mtu_bytes(path_mtu));
     std::printf(" Link type       : Ethernet\n");
     std::printf(" GID index       : %d\n", gid_index);
@@ -374,6 +376,7 @@ struct BwResult {
   uint64_t ns = 0;    // first post to last completion
   double peak_bps = 0;
   std::vector<uint64_t> per_qp;
+  uint64_t events = 0;  // -e: completion events waited for
 };
 
 bool cqe_ok(Side &s, const Cqe &c, const char *where) {
@@ -434,7 +437,7 @@ bool run_bw(Side &s, uint64_t size, BwResult *r) {
   Cqe wc[32];
   const uint64_t t0 = now_ns();
   const uint64_t t_stop = o.duration != 0 ? t0 + uint64_t{o.duration} * 1'000'000'000u : 0;
-  uint64_t last_progress = t0, total_done = 0, t_last = t0;
+  uint64_t last_progress = t0, total_done = 0, t_last = t0, events = 0;
   bool stop = false;
   auto post = [&](uint32_t q, bool signal) -> int {
     Sge sge;
@@ -475,7 +478,21 @@ bool run_bw(Side &s, uint64_t size, BwResult *r) {
         if (posted[q] < target) all_posted = false;
       }
     }
-    const int n = s.ctx->poll_cq(*s.cq, wc, 32);
+    int n = s.ctx->poll_cq(*s.cq, wc, 32);
+    if (n == 0 && o.use_event && !(t_stop != 0 && !stop && now >= t_stop)) {
+      // -e: arm, poll once more (a completion committed before the daemon saw the arm), sleep.
+      s.ctx->req_notify_cq(*s.cq, false);
+      n = s.ctx->poll_cq(*s.cq, wc, 32);
+      if (n == 0) {
+        const int64_t left_ms =
+            t_stop != 0 && !stop ? static_cast<int64_t>((t_stop - now) / 1'000'000) + 1 : 1000;
+        const int w =
+            s.ctx->wait_cq_event(*s.cq, static_cast<int>(std::min<int64_t>(left_ms, 1000)));
+        if (w < 0) return s.fail(std::string("waiting for a CQ event: ") + std::strerror(-w));
+        ++events;
+        continue;
+      }
+    }
     if (n > 0) {
       const uint64_t t = now_ns();
       for (int i = 0; i < n; ++i) {
@@ -503,6 +520,7 @@ bool run_bw(Side &s, uint64_t size, BwResult *r) {
   }
   r->msgs = total_done;
   r->ns = t_last - t0;
+  r->events = events;
   r->per_qp = done;
   // Peak: the best rate over any stretch of 1/20 of the completion batches.
   r->peak_bps = 0;

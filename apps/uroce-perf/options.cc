@@ -87,6 +87,8 @@ void print_usage() {
       "  -c, --connection RC     only RC is supported\n"
       "  -A, --atomic_type T     FETCH_AND_ADD (default) or CMP_AND_SWAP\n"
       "  -F, --CPU-freq          accepted and ignored (perftest compatibility)\n"
+      "  -e, --events            bw tests: sleep on the CQ's completion event (eventfd) when\n"
+      "                          nothing can be posted, instead of busy polling\n"
       "      --report_gbits      bandwidth in Gb/s instead of MB/s (1 MB = 2^20 bytes)\n"
       "      --loopback          run server and client in this process, both on one uroced\n"
       "      --check             verify the data that arrived (write/read/send/atomic)\n"
@@ -117,6 +119,7 @@ int parse_options(int argc, char **argv, Options *o, std::string *err) {
       {"connection", required_argument, nullptr, 'c'},
       {"atomic_type", required_argument, nullptr, 'A'},
       {"CPU-freq", no_argument, nullptr, 'F'},
+      {"events", no_argument, nullptr, 'e'},
       {"test", required_argument, nullptr, 'T'},
       {"report_gbits", no_argument, nullptr, kOptReportGbits},
       {"loopback", no_argument, nullptr, kOptLoopback},
@@ -150,7 +153,7 @@ int parse_options(int argc, char **argv, Options *o, std::string *err) {
     *err = std::string("invalid value '") + (optarg ? optarg : "") + "' for " + flag + ": " + what;
     return 2;
   };
-  while ((c = getopt_long(n, args, ":s:an:q:t:r:Q:D:p:d:x:m:I:c:A:FT:hV", kLong, nullptr)) != -1) {
+  while ((c = getopt_long(n, args, ":s:an:q:t:r:Q:D:p:d:x:m:I:c:A:FeT:hV", kLong, nullptr)) != -1) {
     switch (c) {
       case 's':
         if (!number(optarg, 1, kMaxSize, &v)) return bad("-s/--size", "1 .. 8388608 bytes");
@@ -222,6 +225,9 @@ int parse_options(int argc, char **argv, Options *o, std::string *err) {
         }
         break;
       case 'F':
+        break;
+      case 'e':
+        o->use_event = true;
         break;
       case 'T':
         if (!o->test.empty() && first == 2) {
@@ -302,6 +308,10 @@ int parse_options(int argc, char **argv, Options *o, std::string *err) {
   }
   if (!bw && o->qps != 1) {
     *err = "latency tests use one QP (-q 1)";
+    return 2;
+  }
+  if (!bw && o->use_event) {
+    *err = "-e is supported by the bw tests only";
     return 2;
   }
   if (!bw && tx_set && o->tx_depth != 1) {

@@ -38,9 +38,10 @@ struct Options {
   uint32_t mtu = 0;       // 0: the port's active MTU
   int inline_size = -1;   // -1: perftest's defaults (bw 0; write_lat 220, send_lat 236)
   bool report_gbits = false;
-  bool loopback = false;  // server and client in this process, over one uroced
-  bool check = false;     // verify the data (doc/uroce-perf.md)
-  bool cmp_swap = false;  // atomic: CMP_AND_SWAP instead of FETCH_AND_ADD
+  bool loopback = false;   // server and client in this process, over one uroced
+  bool check = false;      // verify the data (doc/uroce-perf.md)
+  bool cmp_swap = false;   // atomic: CMP_AND_SWAP instead of FETCH_AND_ADD
+  bool use_event = false;  // -e: sleep on the CQ's completion event instead of busy polling
 };
 
 // Parses argv. Returns 0 (run), 1 (--help / --version printed: exit 0), 2 (error: *err says

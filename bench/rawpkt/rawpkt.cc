@@ -11,7 +11,8 @@
 //     EtherType 0x88b5), allocating each burst from the pool as uroced does, for --seconds
 //     (default 10) or until SIGTERM / SIGINT.
 // rx: waits for the link and the first frame, then counts frames for --seconds (default 5),
-//     freeing them in bulk; 30 s without a first frame is an error.
+//     freeing them in bulk (30 s without a first frame is an error), prints, and drains until
+//     the sender stopped (1 s without a frame): start the sender for longer than --seconds.
 // Both print one line: role, packets, wall seconds, the polling thread's CPU seconds
 // (CLOCK_THREAD_CPUTIME_ID), packets per wall second and per CPU second.
 // Exit status: 0, 1 run-time failure (EAL, port, no link, no frame), 2 bad command line.
@@ -193,6 +194,22 @@ int main(int argc, char **argv) {
         role.c_str(), size, static_cast<unsigned long>(packets),
         static_cast<unsigned long>(dropped), wall, cpu, wall > 0 ? packets / wall : 0,
         cpu > 0 ? packets / cpu : 0);
+    if (!tx) {
+      // Drain until the sender stopped (1 s without a frame, at most 30 s): the sender must
+      // not lose its peer while it is bursting (net_memif's server crashes then).
+      double last = ts(CLOCK_MONOTONIC);
+      const double limit = last + 30;
+      while (!g_stop.load(std::memory_order_relaxed)) {
+        const uint16_t n = rte_eth_rx_burst(pid, 0, m, kBurst);
+        const double now = ts(CLOCK_MONOTONIC);
+        if (n != 0) {
+          rte_pktmbuf_free_bulk(m, n);
+          last = now;
+        } else if (now - last > 1 || now > limit) {
+          break;
+        }
+      }
+    }
     port.stop();
   } catch (const uroce::port::PortError &e) {
     std::fprintf(stderr, "uroce-rawpkt: %s\n", e.what());

@@ -149,11 +149,13 @@ uint16_t port_id_of(const config::PortConfig &p) {
 
 TscClock::TscClock() : hz_(rte_get_tsc_hz()) {
   if (hz_ == 0) throw PortError("TSC frequency unknown");
+  mult_ = static_cast<uint64_t>((static_cast<unsigned __int128>(1000000000u) << 32) / hz_);
 }
 
 uint64_t TscClock::now_ns() const noexcept {
+  // Relative error of the factor < 2^-32 * hz / 10^9 (below 10^-9 for any TSC under 4 GHz).
   const unsigned __int128 c = rte_get_tsc_cycles();
-  return static_cast<uint64_t>(c * 1000000000u / hz_);
+  return static_cast<uint64_t>((c * mult_) >> 32);
 }
 
 }  // namespace uroce::port

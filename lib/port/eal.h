@@ -59,10 +59,13 @@ uint16_t port_id_of(const config::PortConfig &p);
 class TscClock {
  public:
   TscClock();
+  // TSC cycles scaled to ns with a 32.32 fixed-point factor: one multiplication, no division
+  // (a 128-bit division per call showed up in uroced's profile, doc/perf.md).
   uint64_t now_ns() const noexcept;
 
  private:
   uint64_t hz_;
+  uint64_t mult_;  // (10^9 << 32) / hz
 };
 
 }  // namespace uroce::port

@@ -120,6 +120,7 @@ check_bw "atomic_bw --loopback" 2000 1 -- "$PERF" atomic_bw --loopback -d "$S" -
 check_bw "atomic_bw CMP_AND_SWAP --loopback" 500 1 -- "$PERF" atomic_bw --loopback -d "$S" -n 500 -A CMP_AND_SWAP --check
 check_bw "write_bw -a --loopback (2 .. 8 MB)" 5 23 -- "$PERF" write_bw --loopback -d "$S" -a -n 5 -t 4 -Q 1 --check
 check_bw "write_bw -D 1 --report_gbits --loopback" - 1 -- "$PERF" write_bw --loopback -d "$S" -s 512 -D 1 --report_gbits --check
+check_bw "write_bw -e (completion events) --loopback -q 2" 3000 1 -- "$PERF" write_bw --loopback -d "$S" -q 2 -s 64 -n 3000 -t 128 -Q 32 -e --check
 for t in write_lat read_lat send_lat atomic_lat; do
   check_lat "$t --loopback" 300 -- "$PERF" $t --loopback -d "$S" -n 300 --check
 done

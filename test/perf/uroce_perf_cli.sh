@@ -44,6 +44,7 @@ expect "-a with -s" 2 "-a and -s exclude each other" -- "$PERF" write_bw -a -s 6
 expect "-D with -n" 2 "-D and -n exclude each other" -- "$PERF" write_bw -D 2 -n 100
 expect "-D on a latency test" 2 "-D is supported by the bw tests only" -- "$PERF" write_lat -D 2
 expect "several QPs on a latency test" 2 "latency tests use one QP" -- "$PERF" send_lat -q 2
+expect "-e on a latency test" 2 "-e is supported by the bw tests only" -- "$PERF" write_lat -e
 expect "cq-mod above tx depth" 2 "must not exceed the tx depth" -- "$PERF" write_bw -t 16 -Q 32
 expect "--loopback with a server" 2 "--loopback runs both sides here" -- "$PERF" write_bw --loopback host
 expect "two servers" 2 "unexpected argument 'b'" -- "$PERF" write_bw a b

@@ -415,3 +415,33 @@ TEST(EalArgs, DataRoom) {
 
 }  // namespace
 }  // namespace uroce::port
+
+namespace uroce::port {
+namespace {
+
+// TscClock's fixed-point scaling follows CLOCK_MONOTONIC (same interval, read back to back:
+// no speed assumption) and never goes backwards.
+TEST(TscClock, TracksMonotonicClock) {
+  const TscClock clk;
+  auto mono = [] {
+    timespec t{};
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return static_cast<uint64_t>(t.tv_sec) * 1000000000u + static_cast<uint64_t>(t.tv_nsec);
+  };
+  const uint64_t m0 = mono(), c0 = clk.now_ns();
+  uint64_t prev = c0;
+  for (int i = 0; i < 100000; ++i) {
+    const uint64_t c = clk.now_ns();
+    ASSERT_GE(c, prev);
+    prev = c;
+  }
+  const timespec nap{0, 200'000'000};  // a preemption of up to 10 ms between reads is tolerated
+  nanosleep(&nap, nullptr);
+  const uint64_t c1 = clk.now_ns(), m1 = mono();
+  const double dc = static_cast<double>(c1 - c0), dm = static_cast<double>(m1 - m0);
+  EXPECT_GT(dc, dm * 0.95);
+  EXPECT_LT(dc, dm * 1.05);
+}
+
+}  // namespace
+}  // namespace uroce::port

@@ -188,12 +188,8 @@ std::vector<uint64_t> Daemon::session_ids() const {
 
 void Daemon::rebuild_lists() {
   live_sessions_.clear();
-  live_cqs_.clear();
-  for (auto &kv : sessions_) {
+  for (auto &kv : sessions_)
     live_sessions_.push_back(kv.second.get());
-    for (auto &c : kv.second->cqs)
-      live_cqs_.push_back(c.second.get());
-  }
 }
 
 void Daemon::destroy_qp_obj(Session &s, Qp &q) {
@@ -840,6 +836,7 @@ void Daemon::snapshot_stats() {
   add_stat(v, "bridge.cqes", ctr_.cqes);
   add_stat(v, "bridge.cqe_lost", ctr_.cqe_lost);
   add_stat(v, "bridge.cq_events", ctr_.cq_events);
+  add_stat(v, "bridge.cq_passes", ctr_.cq_passes);
   add_stat(v, "bridge.async_events", ctr_.async_events);
   add_stat(v, "bridge.async_unrouted", ctr_.async_unrouted);
   add_stat(v, "bridge.async_lost", ctr_.async_lost);
@@ -1183,15 +1180,19 @@ uint32_t Daemon::bridge_in() noexcept {
          before;
 }
 
-uint32_t Daemon::move_cq(Cq &c) noexcept {
-  if (c.ring.corrupt()) {  // the app broke its consumer index: the CQ is unusable
-    if (!c.err_reported) {
-      c.err_reported = true;
-      ++ctr_.corrupt_rings;
-      queue_async(c.owner, static_cast<uint32_t>(transport::AsyncEvent::kCqErr), c.handle);
-    }
-    return 0;
+// The app broke its consumer index: the CQ is unusable; IBV_EVENT_CQ_ERR once.
+bool Daemon::cq_ring_broken(Cq &c) noexcept {
+  if (!c.ring.corrupt()) return false;
+  if (!c.err_reported) {
+    c.err_reported = true;
+    ++ctr_.corrupt_rings;
+    queue_async(c.owner, static_cast<uint32_t>(transport::AsyncEvent::kCqErr), c.handle);
   }
+  return true;
+}
+
+uint32_t Daemon::move_cq(Cq &c) noexcept {
+  if (cq_ring_broken(c)) return 0;
   transport::Wc wc[kCqBurst];
   uint32_t moved = 0;
   bool urgent = false;
@@ -1228,6 +1229,9 @@ uint32_t Daemon::move_cq(Cq &c) noexcept {
     moved += static_cast<uint32_t>(got);
     if (k < want) break;
   }
+  // free_slots() may have found the index broken just now (the dirty list will not bring
+  // this CQ back unless another completion arrives).
+  cq_ring_broken(c);
   if (moved) {
     ctr_.cqes += moved;
     if (c.ring.take_arm(urgent)) {
@@ -1277,10 +1281,28 @@ void Daemon::queue_async(Session *owner, uint32_t type, uint32_t handle) noexcep
   if (owner->async_ev.valid()) owner->async_ev.signal();
 }
 
+// Only the CQs the engine listed as dirty (a completion arrived since the last pass) are
+// looked at: the cost grows with the CQs that received completions, not with all CQs. A CQ
+// whose app ring was full keeps its remaining completions in the engine and is listed again
+// for the next pass (the app is behind; it costs one check per pass until it catches up).
 uint32_t Daemon::bridge_out() noexcept {
   uint32_t n = 0;
-  for (Cq *c : live_cqs_)
-    n += move_cq(*c);
+  uint32_t dirty[kCqBurst];
+  // One snapshot batch at a time: CQs re-marked below land behind it, for the next pass.
+  uint32_t left = eng_.dirty_cq_count();
+  while (left != 0) {
+    const uint32_t k = eng_.take_dirty_cqs(dirty, left < kCqBurst ? left : kCqBurst);
+    if (k == 0) break;
+    left -= k;
+    for (uint32_t i = 0; i < k; ++i) {
+      const uint32_t h = dirty[i];
+      Cq *c = h < cq_by_handle_.size() ? cq_by_handle_[h] : nullptr;
+      if (c == nullptr) continue;
+      n += move_cq(*c);
+      ++ctr_.cq_passes;
+      if (!c->ring.corrupt() && eng_.cq_pending(h) != 0) eng_.mark_cq_dirty(h);
+    }
+  }
   route_async_events();
   return n;
 }

@@ -74,6 +74,7 @@ struct BridgeCounters {
   uint64_t cqes = 0;           // moved to CQ rings
   uint64_t cqe_lost = 0;       // bridge-made error CQEs that found the CQ ring full
   uint64_t cq_events = 0;      // eventfd writes
+  uint64_t cq_passes = 0;      // CQs looked at by bridge_out (dirty ones only)
   uint64_t sessions_opened = 0, sessions_closed = 0;
   uint64_t async_events = 0;    // engine events queued to their session
   uint64_t async_unrouted = 0;  // events whose object no longer exists
@@ -159,6 +160,7 @@ class Daemon : public ctl::Handler {
                 bool recv) noexcept;
   void qp_to_error(Qp &q) noexcept;
   uint32_t move_cq(Cq &c) noexcept;
+  bool cq_ring_broken(Cq &c) noexcept;
 
   transport::EngineCore &eng_;
   PortView &port_;
@@ -170,7 +172,6 @@ class Daemon : public ctl::Handler {
   std::vector<Srq *> srq_by_handle_;
   std::vector<Cq *> cq_by_handle_;
   std::vector<Session *> live_sessions_;  // rebuilt on connect / disconnect
-  std::vector<Cq *> live_cqs_;            // rebuilt on CQ create / destroy
   Qp *act_head_ = nullptr;
   Srq *srq_act_head_ = nullptr;
   StatsHook stats_hook_;

@@ -16,7 +16,8 @@ EngineCore::EngineCore(const EngineConfig &cfg)
       cqs_(new CompletionQueue[cfg.max_cq]),
       srqs_(new SharedRecvQueue[cfg.max_srq]),
       ahs_(new Ah[cfg.max_ah]),
-      qps_(new Qp[cfg.max_qp]) {
+      qps_(new Qp[cfg.max_qp]),
+      dirty_(new uint32_t[cfg.max_cq ? cfg.max_cq : 1]) {
   if (cfg_.qpn_base < 2) cfg_.qpn_base = 2;  // QP0 / QP1 are the special QPs
   for (uint32_t i = 0; i < cfg_.max_qp; ++i) {
     qps_[i].index = i;
@@ -65,8 +66,29 @@ uint32_t EngineCore::create_cq(uint32_t depth) {
 int EngineCore::destroy_cq(uint32_t cq) noexcept {
   if (!valid_cq(cq)) return EINVAL;
   if (cqs_[cq - 1].refs) return EBUSY;
+  if (cqs_[cq - 1].dirty) {  // take it off the dirty list, keeping the others' order
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < dirty_n_; ++i) {
+      const uint32_t h = dirty_[(dirty_head_ + i) % cfg_.max_cq];
+      if (h != cq) dirty_[(dirty_head_ + k++) % cfg_.max_cq] = h;
+    }
+    dirty_n_ = k;
+    cqs_[cq - 1].dirty = false;
+  }
   cqs_[cq - 1].release();
   return 0;
+}
+
+uint32_t EngineCore::take_dirty_cqs(uint32_t *out, uint32_t n) noexcept {
+  uint32_t k = 0;
+  while (k < n && dirty_n_ != 0) {
+    const uint32_t cq = dirty_[dirty_head_];
+    dirty_head_ = (dirty_head_ + 1) % cfg_.max_cq;
+    --dirty_n_;
+    cqs_[cq - 1].dirty = false;
+    out[k++] = cq;
+  }
+  return k;
 }
 
 uint32_t EngineCore::create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge) {
@@ -168,6 +190,7 @@ void EngineCore::complete_send(Qp &qp, SendWqe &w, WcStatus st) noexcept {
   wc.byte_len = w.length;
   wc.qp_num = qp.qpn;
   wc.pkey_index = qp.pkey_index;
+  note_cq_dirty(qp.send_cq);
   if (!cqs_[qp.send_cq - 1].push(wc, false)) {
     ++ctr_.cq_overflows;
     push_async(AsyncEvent::kCqErr, qp.send_cq);
@@ -175,6 +198,7 @@ void EngineCore::complete_send(Qp &qp, SendWqe &w, WcStatus st) noexcept {
 }
 
 void EngineCore::push_recv_wc(Qp &qp, const Wc &wc, bool solicited) noexcept {
+  note_cq_dirty(qp.recv_cq);
   if (!cqs_[qp.recv_cq - 1].push(wc, solicited)) {
     ++ctr_.cq_overflows;
     push_async(AsyncEvent::kCqErr, qp.recv_cq);

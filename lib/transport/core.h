@@ -120,6 +120,19 @@ class EngineCore {
   uint32_t poll_cq(uint32_t cq, Wc *wc, uint32_t n) noexcept;
   int req_notify_cq(uint32_t cq, bool solicited_only) noexcept;
   uint32_t cq_events(uint32_t cq) noexcept;  // completion events since the last call
+  // The dirty-CQ list: every CQ that received a completion (or overflowed) since it was last
+  // taken is on it once. take_dirty_cqs moves up to n handles to `out` (oldest first) and
+  // clears their marks; a CQ that gets a completion afterwards is listed again. A consumer
+  // that leaves completions in a CQ (its own ring was full) calls mark_cq_dirty to see it
+  // again on its next pass. The cost of draining completions thus grows with the CQs that
+  // received some, not with all CQs. Destroying a CQ takes it off the list.
+  uint32_t take_dirty_cqs(uint32_t *out, uint32_t n) noexcept;
+  void mark_cq_dirty(uint32_t cq) noexcept {
+    if (valid_cq(cq)) note_cq_dirty(cq);
+  }
+  uint32_t dirty_cq_count() const noexcept { return dirty_n_; }
+  // Completions waiting in CQ `cq` (0 for an invalid handle).
+  uint32_t cq_pending(uint32_t cq) const noexcept { return valid_cq(cq) ? cqs_[cq - 1].size() : 0; }
   bool poll_async_event(AsyncEventRecord *ev) noexcept;
 
   // ---- introspection ----
@@ -213,6 +226,15 @@ class EngineCore {
   }
 
   void push_async(AsyncEvent type, uint32_t handle) noexcept;
+  // Puts CQ `cq` (a valid handle) on the dirty list unless it is already there. The list has
+  // max_cq slots and holds each live CQ at most once, so it cannot overflow.
+  void note_cq_dirty(uint32_t cq) noexcept {
+    CompletionQueue &c = cqs_[cq - 1];
+    if (c.dirty) return;
+    c.dirty = true;
+    dirty_[(dirty_head_ + dirty_n_) % cfg_.max_cq] = cq;
+    ++dirty_n_;
+  }
   void complete_send(Qp &qp, SendWqe &w, WcStatus st) noexcept;
   void push_recv_wc(Qp &qp, const Wc &wc, bool solicited) noexcept;
   // ERR: cancel timers, flush both queues with IBV_WC_WR_FLUSH_ERR.
@@ -276,6 +298,8 @@ class EngineCore {
   std::unique_ptr<Qp[]> qps_;
   Qp *act_head_ = nullptr;
   uint32_t active_count_ = 0;
+  std::unique_ptr<uint32_t[]> dirty_;  // circular list of CQ handles, max_cq slots
+  uint32_t dirty_head_ = 0, dirty_n_ = 0;
   static constexpr uint32_t kAsyncCap = 256;
   AsyncEventRecord async_[kAsyncCap];
   uint32_t async_head_ = 0, async_tail_ = 0;

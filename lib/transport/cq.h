@@ -64,7 +64,8 @@ class CompletionQueue {
   uint32_t size() const noexcept { return head_ - tail_; }
   uint32_t depth() const noexcept { return depth_; }
   bool overflowed() const noexcept { return overflow_; }
-  uint32_t refs = 0;  // QPs using this CQ
+  uint32_t refs = 0;   // QPs using this CQ
+  bool dirty = false;  // on the engine's dirty list (EngineCore::take_dirty_cqs)
 
  private:
   std::unique_ptr<Wc[]> ring_;

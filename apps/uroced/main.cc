@@ -94,8 +94,8 @@ void print_config(const config::Config &c) {
               c.daemon.rx_desc, c.daemon.tx_desc,
               c.daemon.pcap.empty() ? "(off)" : c.daemon.pcap.c_str(), c.daemon.idle_sleep_us);
   for (const config::PortConfig &p : c.ports) {
-    std::printf("port %s: device=%s mtu=%u (IB MTU %u) dscp=%u ecn=%s\n", p.name.c_str(),
-                p.device.c_str(), p.mtu, p.ib_mtu(), p.dscp, p.ecn ? "on" : "off");
+    std::printf("port %s: device=%s mtu=%u (IB MTU %u) dscp=%u ecn=%s ibdev=%s\n", p.name.c_str(),
+                p.device.c_str(), p.mtu, p.ib_mtu(), p.dscp, p.ecn ? "on" : "off", p.ibdev.c_str());
     for (const config::Ipv4Prefix &a : p.ipv4)
       std::printf("  ipv4 %s/%u\n", config::format_ipv4(a.addr).c_str(), a.len);
     for (const config::Ipv6Prefix &a : p.ipv6)
@@ -205,6 +205,7 @@ class EthPortView final : public PortView {
   size_t gid_count() const noexcept override { return p_.gids().size(); }
   wire::Gid gid(size_t i) const noexcept override { return p_.gids()[i].gid; }
   uint8_t dscp() const noexcept override { return pc_.dscp; }
+  const char *ibdev_name() const noexcept override { return pc_.ibdev.c_str(); }
   bool link_up() const noexcept override {
     try {
       return p_.link_status() != "down";

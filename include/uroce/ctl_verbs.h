@@ -91,10 +91,12 @@ struct DeviceAttrPayload {
   uint32_t atomic_cap;  // ibv_atomic_cap: 1 = IBV_ATOMIC_HCA
   uint32_t phys_port_cnt;
   char fw_ver[64];
+  char ibdev_name[64];  // the verbs device name (config port.NAME.ibdev), NUL-terminated
 };
-static_assert(sizeof(DeviceAttrPayload) == 176 && offsetof(DeviceAttrPayload, vendor_id) == 32 &&
+static_assert(sizeof(DeviceAttrPayload) == 240 && offsetof(DeviceAttrPayload, vendor_id) == 32 &&
               offsetof(DeviceAttrPayload, phys_port_cnt) == 108 &&
-              offsetof(DeviceAttrPayload, fw_ver) == 112);
+              offsetof(DeviceAttrPayload, fw_ver) == 112 &&
+              offsetof(DeviceAttrPayload, ibdev_name) == 176);
 
 struct PortNumPayload {
   uint32_t port_num;  // 1-based, as verbs

@@ -64,9 +64,9 @@ constexpr KeyInfo kEalKeys[] = {{"args", true}};
 constexpr KeyInfo kDaemonKeys[] = {{"socket", false},       {"workers", false}, {"mbufs", false},
                                    {"rx_desc", false},      {"tx_desc", false}, {"pcap", false},
                                    {"idle_sleep_us", false}};
-constexpr KeyInfo kPortKeys[] = {{"device", false}, {"ipv4", true},  {"ipv6", true},
-                                 {"mtu", false},    {"dscp", false}, {"ecn", false},
-                                 {"gateway", false}};
+constexpr KeyInfo kPortKeys[] = {{"device", false}, {"ipv4", true},    {"ipv6", true},
+                                 {"mtu", false},    {"dscp", false},   {"ecn", false},
+                                 {"ibdev", false},  {"gateway", false}};
 
 const KeyInfo *find_key(std::string_view section, std::string_view key) {
   auto look = [&](auto &tbl) -> const KeyInfo * {
@@ -382,7 +382,7 @@ Config parse(std::string_view text, std::string_view filename,
     p.where = ps.where;
     cfg.ports.push_back(std::move(p));
   }
-  std::map<std::string, const Entry *> mtu_entry, device_entry;
+  std::map<std::string, const Entry *> mtu_entry, device_entry, ibdev_entry;
   for (const Entry &e : entries) {
     if (e.section == "eal") {  // args
       std::istringstream in(e.value);
@@ -434,6 +434,15 @@ Config parse(std::string_view text, std::string_view filename,
         p.dscp = parse_uint<uint8_t>(e, 0, 63);
       } else if (e.key == "ecn") {
         p.ecn = parse_bool(e);
+      } else if (e.key == "ibdev") {
+        // The verbs device name apps see (ibv_get_device_name, ibv_devinfo -d): IBV_SYSFS_NAME_MAX
+        // is 64 bytes with the NUL.
+        if (e.value.empty() || e.value.size() > 63 ||
+            e.value.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                      "0123456789_-") != std::string::npos)
+          fail_key(e, "bad device name '" + e.value + "' (1-63 characters of A-Z a-z 0-9 _ -)");
+        p.ibdev = e.value;
+        ibdev_entry[p.name] = &e;
       } else if (e.key == "gateway") {
         fail_key(e,
                  "routing through a gateway is not supported: uroced reaches peers on the same "
@@ -444,8 +453,18 @@ Config parse(std::string_view text, std::string_view filename,
 
   // Whole-config checks.
   std::map<std::string, std::string> addr_owner;  // address text -> where
-  std::map<std::string, std::string> dev_owner;
+  std::map<std::string, std::string> dev_owner, ibdev_owner;
+  for (size_t i = 0; i < cfg.ports.size(); ++i) {
+    PortConfig &pm = cfg.ports[i];
+    if (pm.ibdev.empty()) pm.ibdev = "uroce" + std::to_string(i);
+  }
   for (const PortConfig &p : cfg.ports) {
+    auto [iit, ifresh] = ibdev_owner.emplace(p.ibdev, p.where);
+    if (!ifresh) {
+      const Entry *ie = ibdev_entry[p.name];
+      fail(ie ? ie->where : p.where, "key 'ibdev' in [port " + p.name + "]: device name '" +
+                                         p.ibdev + "' already used by another port");
+    }
     if (p.device.empty())
       fail(p.where, "port '" + p.name + "' has no 'device' key (a PCI address or vdev string)");
     const Entry &de = *device_entry[p.name];

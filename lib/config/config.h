@@ -42,6 +42,7 @@ struct PortConfig {
   uint32_t mtu = 1500;  // Ethernet (IP) MTU, as `ip link` shows it
   uint8_t dscp = 0;
   bool ecn = true;
+  std::string ibdev;  // verbs device name (ibv_get_device_name); default uroce<N>, N = port index
   std::string where;  // where the section was opened, for later error messages
 
   bool device_is_pci() const;  // "0000:03:00.0" or "03:00.0"

@@ -397,6 +397,7 @@ int Daemon::do_query_device(Reply &r) {
   d.atomic_cap = 1;
   d.phys_port_cnt = 1;
   std::snprintf(d.fw_ver, sizeof d.fw_ver, "uroce");
+  std::snprintf(d.ibdev_name, sizeof d.ibdev_name, "%s", port_.ibdev_name());
   r.set(d);
   return 0;
 }
@@ -452,7 +453,7 @@ int Daemon::do_dealloc_pd(Session &s, const ctl::Message &m) {
 int Daemon::do_reg_mr(Session &s, ctl::Message &m, Reply &r) {
   ctl::RegMrPayload p{};
   if (!m.payload_as(&p) || m.nfds != 1 || !s.pds.count(p.pd)) return -EINVAL;
-  if (p.length == 0 || p.offset > (uint64_t{1} << 46) || p.length > (uint64_t{1} << 40) ||
+  if (p.length == 0 || p.offset > (uint64_t{1} << 57) || p.length > (uint64_t{1} << 40) ||
       p.app_va + p.length < p.app_va)
     return -EINVAL;
   if (s.mrs.size() >= opt_.max_mr_per_session) return -ENOMEM;

@@ -49,6 +49,7 @@ class PortView {
   virtual size_t gid_count() const noexcept = 0;
   virtual wire::Gid gid(size_t i) const noexcept = 0;  // i < gid_count()
   virtual uint8_t dscp() const noexcept = 0;
+  virtual const char *ibdev_name() const noexcept = 0;  // verbs device name (config ibdev)
   virtual bool link_up() const noexcept = 0;
   // Resolves the MAC address of `dgid` (ARP for IPv4-mapped GIDs, ND otherwise). May run the
   // data path while it waits (bounded). 0, or EHOSTUNREACH.

@@ -73,6 +73,7 @@ TEST(Config, ValuesAndDefaults) {
       "ipv6 = FD00::1/48\n"
       "mtu = 4200\n"
       "ecn = off\n"
+      "ibdev = roce_a\n"
       "[port b]\n"
       "device = 03:00.0\n",
       "t.conf");
@@ -89,6 +90,8 @@ TEST(Config, ValuesAndDefaults) {
   EXPECT_TRUE(c.ports[1].device_is_pci());
   EXPECT_EQ(c.ports[1].mtu, 1500u);  // default
   EXPECT_TRUE(c.ports[1].ecn);       // default
+  EXPECT_EQ(c.ports[0].ibdev, "roce_a");
+  EXPECT_EQ(c.ports[1].ibdev, "uroce1");  // default: uroce<port index>
   EXPECT_TRUE(c.eal_args.empty());
 }
 
@@ -194,6 +197,11 @@ TEST(Config, PortChecks) {
                {"t.conf:3", "'gateway'", "same L2 segment"});
   expect_error("[daemon]\nsocket = relative.sock\n", {"t.conf:2", "'socket'", "absolute path"});
   expect_error("[eal]\nargs =\n", {"t.conf:2", "'args'", "empty value"});
+  expect_error(std::string(kMinimal) + "ibdev = a b\n", {"t.conf:3", "'ibdev'", "bad device name"});
+  expect_error(std::string(kMinimal) + "ibdev = " + std::string(64, 'x') + "\n",
+               {"t.conf:3", "'ibdev'", "bad device name"});
+  expect_error("[port a]\ndevice = x\n[port b]\ndevice = y\nibdev = uroce0\n",
+               {"t.conf:5", "'ibdev'", "'uroce0' already used"});
 }
 
 TEST(Config, Overrides) {

@@ -80,6 +80,20 @@ int Context::open(const char *path, const char *name, std::unique_ptr<Context> *
   return 0;
 }
 
+int Context::probe(const char *path, const char *name, ctl::DeviceAttrPayload *out,
+                   int timeout_ms) noexcept {
+  std::unique_ptr<Context> c(new (std::nothrow) Context());
+  if (!c || !c->msg_) return ENOMEM;
+  c->timeout_ms_ = timeout_ms;
+  int io = 0;
+  const ctl::CtlError e = ctl::Client::connect(path, name, timeout_ms, &c->ctl_, &io);
+  if (e != ctl::CtlError::kOk) return ctl_errno(e, io);
+  for (const ctl::VerbsSpec &s : ctl::kVerbsSpecs)
+    c->ctl_.types().add(
+        {static_cast<uint16_t>(s.type | ctl::kReplyBit), s.rep_min, s.rep_max, s.rep_fds});
+  return c->query_device(out);
+}
+
 int Context::call(uint16_t type, const void *payload, size_t len, const int *fds, size_t nfds,
                   ctl::Message *reply) noexcept {
   const ctl::CtlError e = ctl_.call(type, payload, len, fds, nfds, reply, timeout_ms_);
@@ -135,7 +149,10 @@ int Context::reg_mr(uint32_t pd, const Buffer &buf, size_t offset, size_t len, u
   p.offset = offset;
   p.app_va = buf.va() + offset;
   p.length = len;
-  const int fd = buf.memfd.fd();
+  return reg_mr_fd(buf.memfd.fd(), p, out);
+}
+
+int Context::reg_mr_fd(int fd, const ctl::RegMrPayload &p, Mr *out) noexcept {
   const int rc = call(ctl::kRegMr, &p, sizeof p, &fd, 1, msg_.get());
   if (rc) return rc;
   ctl::RegMrReply r{};
@@ -143,7 +160,7 @@ int Context::reg_mr(uint32_t pd, const Buffer &buf, size_t offset, size_t len, u
   out->lkey = r.lkey;
   out->rkey = r.rkey;
   out->addr = p.app_va;
-  out->length = len;
+  out->length = p.length;
   return 0;
 }
 

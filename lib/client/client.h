@@ -106,6 +106,11 @@ class Context {
   static int open(const char *socket_path, const char *name, std::unique_ptr<Context> *out,
                   int timeout_ms = kDefaultTimeoutMs) noexcept;
 
+  // Connects, performs the hello handshake and asks for the device attributes, without opening
+  // a context (no doorbell ring): how the verbs shim lists devices. Returns 0 or an errno.
+  static int probe(const char *socket_path, const char *name, ctl::DeviceAttrPayload *out,
+                   int timeout_ms) noexcept;
+
   // ---- control (one request / reply each) ----
   int query_device(ctl::DeviceAttrPayload *out) noexcept;
   int query_port(uint32_t port_num, ctl::PortAttrPayload *out) noexcept;
@@ -115,6 +120,10 @@ class Context {
   // Registers [offset, offset + len) of buf (its address in this process becomes Mr::addr).
   int reg_mr(uint32_t pd, const Buffer &buf, size_t offset, size_t len, uint32_t access,
              Mr *out) noexcept;
+  // Registers p.length bytes at p.offset of memfd `fd` (sealed against shrinking), which the
+  // app sees at p.app_va (the verbs shim: its process-wide memfd, doc/verbs.md). p.pd, p.access
+  // as reg_mr.
+  int reg_mr_fd(int fd, const ctl::RegMrPayload &p, Mr *out) noexcept;
   int dereg_mr(const Mr &mr) noexcept;
   int create_cq(uint32_t cqe, std::unique_ptr<Cq> *out) noexcept;
   int destroy_cq(Cq &cq) noexcept;

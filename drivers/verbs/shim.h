@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// drivers/verbs: the drop-in libibverbs.so.1 (doc/verbs.md). Internal declarations.
+//
+// Every object an application receives is the rdma-core structure it expects (ibv_device,
+// ibv_context inside a verbs_context, ibv_pd, ibv_mr, ibv_cq_ex, ibv_qp_ex, ibv_srq, ibv_ah,
+// ibv_comp_channel) as the FIRST member of a shim object, so a pointer the app hands back is
+// turned into the shim object by a cast. The shim objects carry the lib/client handles.
+#pragma once
+
+#pragma GCC visibility push(default)
+#include <infiniband/verbs.h>
+#pragma GCC visibility pop
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "client/client.h"
+#include "uroce/ctl_verbs.h"
+
+#define UV_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace uroce::verbs {
+
+// Control calls wait at most this long (modify_qp to RTR and create_ah may wait for ARP).
+inline constexpr int kCtlTimeoutMs = client::kDefaultTimeoutMs;
+// How long ibv_get_device_list waits for one daemon (absent daemons fail at once).
+inline constexpr int kProbeTimeoutMs = 2000;
+
+// A small spinlock for the data path (rdma-core providers use pthread spinlocks the same way).
+class Spin {
+ public:
+  void lock() noexcept {
+    while (f_.exchange(true, std::memory_order_acquire))
+      while (f_.load(std::memory_order_relaxed))
+        __builtin_ia32_pause();
+  }
+  void unlock() noexcept { f_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> f_{false};
+};
+
+// One verbs device = one uroced control socket (the daemon's first port). Devices live for the
+// life of the process (a device pointer stays valid after ibv_free_device_list, as rdma-core's
+// refcounted devices do while a context is open).
+struct Device {
+  ibv_device dev;  // first: what the app sees
+  // Where rdma-core's verbs_device keeps its provider ops (provider libraries such as libmlx5
+  // compare it with their own to recognise their devices, e.g. mlx5dv_is_supported): never a
+  // provider's, so they all answer "not mine".
+  const void *provider_ops;
+  uint64_t pad[8];  // rest of verbs_device (refcount, list node, sysfs, core_support)
+  char socket[108];
+  uint64_t guid;  // network order, as ibv_get_device_guid returns
+  int index;
+};
+
+struct Cq;
+struct Qp;
+struct Srq;
+
+struct Context {
+  verbs_context vctx;  // first; its last member is the ibv_context the app sees
+  Device *dev = nullptr;
+  std::unique_ptr<client::Context> cli;
+  std::mutex ctl_mu;  // control calls (lib/client is not thread-safe)
+  Spin post_mu;       // posts: the context's doorbell ring has a single producer
+  ctl::DeviceAttrPayload dattr{};
+  // Objects by daemon handle, for async events (under ctl_mu).
+  std::unordered_map<uint32_t, Qp *> qps;
+  std::unordered_map<uint32_t, Cq *> cqs;
+  std::unordered_map<uint32_t, Srq *> srqs;
+  std::mutex async_mu;
+  std::deque<ctl::AsyncEventEntry> async_q;
+};
+
+inline Context *ctx_of(ibv_context *c) noexcept {
+  return reinterpret_cast<Context *>(reinterpret_cast<char *>(c) -
+                                     offsetof(verbs_context, context));
+}
+
+struct Pd {
+  ibv_pd pd;
+  uint32_t handle;
+};
+
+struct Mr {
+  ibv_mr mr;
+  client::Mr cmr;
+  uint64_t page_start, page_end;  // the remapped page range this MR holds a reference on
+};
+
+struct CompChannel {
+  ibv_comp_channel ch;  // ch.fd is an epoll fd over the eventfds of its CQs
+};
+
+struct Cq {
+  ibv_cq_ex cq;  // first; starts with the ibv_cq layout (ibv_cq_ex_to_cq is a cast)
+  Context *ctx = nullptr;
+  std::unique_ptr<client::Cq> c;
+  Spin mu;
+  uint64_t wc_flags = 0;      // ibv_create_cq_ex's wc_flags (what read_* may be asked)
+  abi::Cqe cur{};             // the completion start_poll / next_poll made current
+  uint32_t comp_events = 0;   // delivered by ibv_get_cq_event (under cq.mutex)
+  uint32_t async_events = 0;  // delivered by ibv_get_async_event (under cq.mutex)
+};
+
+// A work request built with the ibv_wr_* API, waiting for ibv_wr_complete.
+struct StagedWr {
+  client::SendWr wr;
+  uint32_t sge_off;     // index of its first SGE in Qp::stage_sge
+  uint32_t inline_off;  // offset of its inline bytes in Qp::stage_inline
+  bool has_data;        // an SGE / inline call was made
+};
+
+struct Qp {
+  ibv_qp_ex qpx;  // first; starts with ibv_qp
+  Context *ctx = nullptr;
+  std::unique_ptr<client::Qp> c;
+  uint32_t pd_handle = 0;
+  uint64_t send_ops_flags = 0;
+  uint32_t async_events = 0;
+  // ibv_wr_* staging (sized at creation: max_send_wr WRs).
+  std::vector<StagedWr> stage;
+  std::vector<abi::Sge> stage_sge;
+  std::vector<uint8_t> stage_inline;
+  uint32_t nstaged = 0, nsge = 0, ninline = 0;
+  int stage_err = 0;
+};
+
+struct Srq {
+  ibv_srq srq;
+  Context *ctx = nullptr;
+  std::unique_ptr<client::Srq> c;
+  Spin mu;
+  uint32_t max_wr = 0, max_sge = 0, limit = 0;
+  uint32_t async_events = 0;
+};
+
+struct Ah {
+  ibv_ah ah;
+  uint32_t handle;
+};
+
+// ---- helpers shared by the translation units ----
+// Sets errno and returns nullptr (the verbs convention for object-returning calls).
+template <class T = void>
+inline T *fail_null(int err) noexcept {
+  errno = err;
+  return nullptr;
+}
+
+void fill_context_ops(Context *c) noexcept;                                        // objects.cc
+void install_ex_ops(Qp *q) noexcept;                                               // ex.cc
+void install_cq_ex_ops(Cq *c) noexcept;                                            // ex.cc
+int to_wc(const abi::Cqe &e, ibv_wc *wc) noexcept;                                 // objects.cc
+ibv_cq_ex *create_cq_ex_op(ibv_context *ctx, ibv_cq_init_attr_ex *attr) noexcept;  // objects.cc
+ibv_qp *create_qp_ex_op(ibv_context *ctx, ibv_qp_init_attr_ex *attr) noexcept;     // objects.cc
+ibv_srq *create_srq_ex_op(ibv_context *ctx, ibv_srq_init_attr_ex *attr) noexcept;  // objects.cc
+int query_port_op(ibv_context *ctx, uint8_t port, ibv_port_attr *attr, size_t len) noexcept;
+int query_device_ex_op(ibv_context *ctx, const ibv_query_device_ex_input *in,
+                       ibv_device_attr_ex *attr, size_t len) noexcept;  // device.cc
+
+}  // namespace uroce::verbs

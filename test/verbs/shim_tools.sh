@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Integration test of the verbs shim (drivers/verbs, doc/verbs.md) with UNMODIFIED rdma-core
+# binaries from Debian's ibverbs-utils, over two uroced joined by net_memif:
+#   1. ibv_devinfo -v on each daemon: device name (default and configured), port ACTIVE,
+#      RoCE v2 GIDs with the IPv4-mapped one at index 1; ibv_devinfo -l over a socket list with
+#      an absent daemon in it (listed: the two live ones only).
+#   2. ibv_rc_pingpong -g 1 -c (data checked) server on daemon B, client on daemon A: sizes 1,
+#      4096 and 65536, event mode (-e), the ibv_wr_* API (-N), both.
+#   3. ibv_ud_pingpong -g 1 -c: sizes 1 and 1024 (the port's IB MTU), event mode.
+# Each run must exit 0 on both sides and print its own "N bytes in T seconds" and
+# "N iters in T seconds" lines. Every wait is bounded; every process started is stopped by PID.
+# Usage: shim_tools.sh PATH/TO/uroced SHIM_DIR (the directory holding libibverbs.so.1)
+set -uo pipefail
+
+UROCED=${1:?usage: $0 UROCED SHIM_DIR}
+SHIM=${2:?usage: $0 UROCED SHIM_DIR}
+if [ "$(id -u)" != 0 ]; then
+  echo "FAIL: this test needs root (like the other integration tests); CI runs as root"
+  exit 1
+fi
+for t in ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong timeout ss; do
+  command -v $t >/dev/null || { echo "FAIL: '$t' not found (scripts/install-deps.sh installs it)"; exit 1; }
+done
+[ -e "$SHIM/libibverbs.so.1" ] || { echo "FAIL: no libibverbs.so.1 in $SHIM"; exit 1; }
+
+ID=$$
+WORK=$(mktemp -d /tmp/uroce-shim-XXXXXX)
+PID_A="" PID_B="" PID_S=""
+FAILS=0
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+pass() { echo "ok: $*"; }
+
+stop_pid() {  # stop_pid PID SIGNAL: signal, wait up to 20 s, then SIGKILL.
+  local pid=$1
+  [ -n "$pid" ] || return 0
+  kill -"$2" "$pid" 2>/dev/null
+  for _ in $(seq 200); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+}
+
+cleanup() {
+  [ -n "$PID_S" ] && stop_pid "$PID_S" KILL
+  [ -n "$PID_A" ] && stop_pid "$PID_A" TERM
+  [ -n "$PID_B" ] && stop_pid "$PID_B" TERM
+  rm -rf "/var/run/dpdk/uroce-shim-$ID-a" "/var/run/dpdk/uroce-shim-$ID-b"
+  if [ "$FAILS" -ne 0 ]; then
+    for f in a b; do echo "--- uroced $f log"; tail -20 "$WORK/uroced-$f.log" 2>/dev/null; done
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# Daemon A: memif server, lcore 0, device name by default (uroce0). Daemon B: memif client,
+# lcore 1, device name set on the command line. uroced itself never sees the shim.
+start() {  # start NAME ROLE LCORE IP [--set ...]
+  local n=$1 role=$2 lcore=$3 ip=$4
+  shift 4
+  cat >"$WORK/uroced-$n.conf" <<EOF
+[eal]
+args = --no-huge -m 256 --no-pci --file-prefix=uroce-shim-$ID-$n --log-level=*:notice
+[daemon]
+socket = $WORK/uroced-$n.sock
+workers = $lcore
+mbufs = 4095
+idle_sleep_us = 50
+[port p0]
+device = net_memif0,role=$role,socket=$WORK/memif.sock,id=0
+ipv4 = $ip/24
+EOF
+  env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced-$n.conf" "$@" \
+    >"$WORK/uroced-$n.log" 2>&1 &
+  eval "PID_${n^^}=$!"
+}
+wait_running() {  # wait_running NAME PID: up to 60 s
+  for _ in $(seq 600); do
+    grep -q "uroced: running" "$WORK/uroced-$1.log" 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+start a server 0 10.81.0.1
+wait_running a "$PID_A" || { fail "uroced A did not come up: $(tail -5 "$WORK/uroced-a.log")"; exit 1; }
+start b client 1 10.81.0.2 --set port.p0.ibdev=uroce_b
+wait_running b "$PID_B" || { fail "uroced B did not come up: $(tail -5 "$WORK/uroced-b.log")"; exit 1; }
+SOCK_A=$WORK/uroced-a.sock
+SOCK_B=$WORK/uroced-b.sock
+pass "two uroced on net_memif (pids $PID_A, $PID_B)"
+
+# An app on the shim: the shim's directory first on the library path, its daemon's socket.
+on() {  # on SOCK CMD...
+  local sock=$1
+  shift
+  env LD_LIBRARY_PATH="$SHIM" UROCE_SOCKET="$sock" "$@"
+}
+
+# --- 1. ibv_devinfo (the memif link comes up once both daemons run: wait for ACTIVE)
+for _ in $(seq 100); do
+  out=$(on "$SOCK_A" timeout 30 ibv_devinfo -v 2>&1); rc=$?
+  grep -q "PORT_ACTIVE" <<<"$out" && break
+  sleep 0.2
+done
+if [ $rc -eq 0 ] && grep -qP "^hca_id:\turoce0$" <<<"$out" && grep -q "state:.*PORT_ACTIVE (4)" <<<"$out" &&
+   grep -q "link_layer:.*Ethernet" <<<"$out" && grep -qP "GID\[\s*0\]:\s+fe80:.*RoCE v2" <<<"$out" &&
+   grep -qP "GID\[\s*1\]:\s+::ffff:10\.81\.0\.1, RoCE v2" <<<"$out" &&
+   grep -q "transport:.*InfiniBand (0)" <<<"$out" && grep -q "active_mtu:.*1024 (3)" <<<"$out"; then
+  pass "ibv_devinfo -v on A: uroce0, PORT_ACTIVE, GID 1 = ::ffff:10.81.0.1 RoCE v2"
+else
+  fail "ibv_devinfo -v on A: exit $rc"
+  echo "$out" | sed 's/^/  devinfo: /'
+fi
+out=$(on "$SOCK_B" timeout 30 ibv_devinfo -v 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -qP "^hca_id:\turoce_b$" <<<"$out" &&
+   grep -qP "GID\[\s*1\]:\s+::ffff:10\.81\.0\.2, RoCE v2" <<<"$out"; then
+  pass "ibv_devinfo -v on B: uroce_b (port.p0.ibdev), GID 1 = ::ffff:10.81.0.2"
+else
+  fail "ibv_devinfo -v on B: exit $rc"
+  echo "$out" | sed 's/^/  devinfo: /'
+fi
+out=$(on "$SOCK_A:$WORK/absent.sock:$SOCK_B" timeout 30 ibv_devinfo -l 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -q "2 HCAs found" <<<"$out" && grep -qP "^\s+uroce0$" <<<"$out" &&
+   grep -qP "^\s+uroce_b$" <<<"$out"; then
+  pass "ibv_devinfo -l with UROCE_SOCKET=A:absent:B lists uroce0 and uroce_b"
+else
+  fail "ibv_devinfo -l over a socket list: exit $rc: $out"
+fi
+
+# --- 2./3. pingpong: server on B, client on A (127.0.0.1 for the out-of-band TCP exchange)
+PORT=$((20000 + (ID % 20000)))
+pingpong() {  # pingpong TOOL ARGS...: one server/client run; checks both sides
+  local tool=$1
+  shift
+  PORT=$((PORT + 1))
+  on "$SOCK_B" timeout 60 "$tool" -p "$PORT" "$@" >"$WORK/server.log" 2>&1 &
+  PID_S=$!
+  local up=0
+  for _ in $(seq 100); do
+    if ss -ltnH "sport = :$PORT" 2>/dev/null | grep -q .; then up=1; break; fi
+    kill -0 "$PID_S" 2>/dev/null || break
+    sleep 0.1
+  done
+  local rc_c=1 rc_s
+  if [ $up -eq 1 ]; then
+    on "$SOCK_A" timeout 60 "$tool" -p "$PORT" "$@" 127.0.0.1 >"$WORK/client.log" 2>&1
+    rc_c=$?
+  fi
+  wait "$PID_S"; rc_s=$?
+  PID_S=""
+  if [ $rc_c -eq 0 ] && [ $rc_s -eq 0 ] &&
+     grep -qE "^[0-9]+ bytes in [0-9.]+ seconds = " "$WORK/server.log" &&
+     grep -qE "^[0-9]+ bytes in [0-9.]+ seconds = " "$WORK/client.log" &&
+     grep -qE "^[0-9]+ iters in [0-9.]+ seconds = " "$WORK/client.log"; then
+    pass "$tool $*: $(grep -E "bytes in" "$WORK/client.log")"
+  else
+    fail "$tool $*: client exit $rc_c, server exit $rc_s (server listening: $up)"
+    sed 's/^/  server: /' "$WORK/server.log"
+    sed 's/^/  client: /' "$WORK/client.log"
+  fi
+}
+
+pingpong ibv_rc_pingpong -g 1 -c -n 200 -s 1
+pingpong ibv_rc_pingpong -g 1 -c -n 200 -s 4096
+pingpong ibv_rc_pingpong -g 1 -c -n 100 -s 65536
+pingpong ibv_rc_pingpong -g 1 -c -n 200 -s 4096 -e
+pingpong ibv_rc_pingpong -g 1 -c -n 200 -s 4096 -N
+pingpong ibv_rc_pingpong -g 1 -c -n 100 -s 65536 -e -N
+pingpong ibv_ud_pingpong -g 1 -c -n 200 -s 1
+pingpong ibv_ud_pingpong -g 1 -c -n 200 -s 1024
+pingpong ibv_ud_pingpong -g 1 -c -n 200 -s 1024 -e
+
+kill -0 "$PID_A" 2>/dev/null && kill -0 "$PID_B" 2>/dev/null || fail "a daemon died"
+echo "$FAILS failure(s)"
+[ "$FAILS" -eq 0 ]

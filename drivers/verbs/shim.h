@@ -31,8 +31,9 @@ namespace uroce::verbs {
 
 // Control calls wait at most this long (modify_qp to RTR and create_ah may wait for ARP).
 inline constexpr int kCtlTimeoutMs = client::kDefaultTimeoutMs;
-// How long ibv_get_device_list waits for one daemon (absent daemons fail at once).
-inline constexpr int kProbeTimeoutMs = 2000;
+// How long ibv_get_device_list waits for one live daemon (absent ones fail at once: no socket
+// or ECONNREFUSED). Generous: a daemon on a loaded machine may answer late.
+inline constexpr int kProbeTimeoutMs = 10000;
 
 // A small spinlock for the data path (rdma-core providers use pthread spinlocks the same way).
 class Spin {

@@ -93,10 +93,12 @@ SOCK_B=$WORK/uroced-b.sock
 pass "two uroced on net_memif (pids $PID_A, $PID_B)"
 
 # An app on the shim: the shim's directory first on the library path, its daemon's socket.
+# Niced: the polling tools busy-wait, and on two shared cores they must not starve the daemons
+# (rc_pingpong's fixed 67 ms ACK timeout x 7 retries is all the slack RC has).
 on() {  # on SOCK CMD...
   local sock=$1
   shift
-  env LD_LIBRARY_PATH="$SHIM" UROCE_SOCKET="$sock" "$@"
+  env LD_LIBRARY_PATH="$SHIM" UROCE_SOCKET="$sock" nice -n 10 "$@"
 }
 
 # --- 1. ibv_devinfo (the memif link comes up once both daemons run: wait for ACTIVE)

@@ -114,6 +114,9 @@ int main(int argc, char **argv) {
     } guard{pool};
     uroce::port::EthPort port(cfg.ports[0], cfg.daemon, pool, 1);
     const uint16_t pid = port.port_id();
+    // (run-uroced.sh starts the memif client only after the server printed this: a client
+    // that finds the socket before the server listens fails to start its port)
+    std::printf("rawpkt: port %s started, waiting for the link\n", cfg.ports[0].name.c_str());
     // The link (memif: the peer connected), bounded.
     const double t_link = ts(CLOCK_MONOTONIC) + 30;
     for (;;) {

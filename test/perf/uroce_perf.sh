@@ -112,19 +112,19 @@ check_lat() {
 # --- 1. loopback: one uroced whose port loses everything it sends
 daemon lo 0 "net_null0,no-rx=1" 10.81.0.1
 S=$WORK/lo.sock
-check_bw "write_bw --loopback -q 3 -s 64" 3000 1 -- "$PERF" write_bw --loopback -d "$S" -q 3 -s 64 -n 3000 -t 64 -Q 16 --check
-check_bw "write_bw --loopback 4000 B (4 packets)" 500 1 -- "$PERF" write_bw --loopback -d "$S" -s 4000 -n 500 --check
-check_bw "read_bw --loopback -q 2" 1000 1 -- "$PERF" read_bw --loopback -d "$S" -q 2 -s 3000 -n 1000 --check
-check_bw "send_bw --loopback -q 2" 2000 1 -- "$PERF" send_bw --loopback -d "$S" -q 2 -s 200 -n 2000 -r 64 --check
-check_bw "atomic_bw --loopback" 2000 1 -- "$PERF" atomic_bw --loopback -d "$S" -n 2000 --check
+check_bw "write_bw --loopback -q 3 -s 64" 1000 1 -- "$PERF" write_bw --loopback -d "$S" -q 3 -s 64 -n 1000 -t 64 -Q 16 --check
+check_bw "write_bw --loopback 4000 B (4 packets)" 200 1 -- "$PERF" write_bw --loopback -d "$S" -s 4000 -n 200 --check
+check_bw "read_bw --loopback -q 2" 300 1 -- "$PERF" read_bw --loopback -d "$S" -q 2 -s 3000 -n 300 --check
+check_bw "send_bw --loopback -q 2" 1000 1 -- "$PERF" send_bw --loopback -d "$S" -q 2 -s 200 -n 1000 -r 64 --check
+check_bw "atomic_bw --loopback" 1000 1 -- "$PERF" atomic_bw --loopback -d "$S" -n 1000 --check
 check_bw "atomic_bw CMP_AND_SWAP --loopback" 500 1 -- "$PERF" atomic_bw --loopback -d "$S" -n 500 -A CMP_AND_SWAP --check
 check_bw "write_bw -a --loopback (2 .. 8 MB)" 5 23 -- "$PERF" write_bw --loopback -d "$S" -a -n 5 -t 4 -Q 1 --check
 check_bw "write_bw -D 1 --report_gbits --loopback" - 1 -- "$PERF" write_bw --loopback -d "$S" -s 512 -D 1 --report_gbits --check
-check_bw "write_bw -e (completion events) --loopback -q 2" 3000 1 -- "$PERF" write_bw --loopback -d "$S" -q 2 -s 64 -n 3000 -t 128 -Q 32 -e --check
+check_bw "write_bw -e (completion events) --loopback -q 2" 1000 1 -- "$PERF" write_bw --loopback -d "$S" -q 2 -s 64 -n 1000 -t 128 -Q 32 -e --check
 for t in write_lat read_lat send_lat atomic_lat; do
-  check_lat "$t --loopback" 300 -- "$PERF" $t --loopback -d "$S" -n 300 --check
+  check_lat "$t --loopback" 100 -- "$PERF" $t --loopback -d "$S" -n 100 --check
 done
-check_lat "write_lat --loopback 5000 B (5 packets)" 100 -- "$PERF" write_lat --loopback -d "$S" -s 5000 -n 100 --check
+check_lat "write_lat --loopback 5000 B (5 packets)" 50 -- "$PERF" write_lat --loopback -d "$S" -s 5000 -n 50 --check
 out=$(timeout 60 "$PERF" write_bw --report_gbits --loopback -d "$S" -n 5 2>&1)
 grep -q "BW peak\[Gb/sec\]    BW average\[Gb/sec\]" <<<"$out" || fail "--report_gbits header: $out"
 
@@ -132,14 +132,14 @@ grep -q "BW peak\[Gb/sec\]    BW average\[Gb/sec\]" <<<"$out" || fail "--report_
 daemon a 0 "net_memif0,role=server,socket=$WORK/memif.sock,id=0" 10.82.0.1
 daemon b 1 "net_memif0,role=client,socket=$WORK/memif.sock,id=0" 10.82.0.2
 PORT=$((20000 + ID % 20000))
-for t in "write_bw -q 2 -s 1000 -n 2000" "send_lat -s 64 -n 300"; do
+for t in "write_bw -q 2 -s 1000 -n 1000" "send_lat -s 64 -n 100"; do
   set -- $t
   timeout 120 "$PERF" $t -d "$WORK/a.sock" -p $PORT >"$WORK/server.log" 2>&1 &
   SPID=$!
   if [ "$1" = write_bw ]; then
-    check_bw "two processes, two uroced on memif: $t" 2000 1 -- "$PERF" $t -d "$WORK/b.sock" -p $PORT --check 127.0.0.1
+    check_bw "two processes, two uroced on memif: $t" 1000 1 -- "$PERF" $t -d "$WORK/b.sock" -p $PORT --check 127.0.0.1
   else
-    check_lat "two processes, two uroced on memif: $t" 300 -- "$PERF" $t -d "$WORK/b.sock" -p $PORT --check 127.0.0.1
+    check_lat "two processes, two uroced on memif: $t" 100 -- "$PERF" $t -d "$WORK/b.sock" -p $PORT --check 127.0.0.1
   fi
   wait $SPID; rc=$?
   [ $rc -eq 0 ] && grep -q "Waiting for client to connect" "$WORK/server.log" \

@@ -8,13 +8,17 @@
 #   2. ibv_rc_pingpong -g 1 -c (data checked) server on daemon B, client on daemon A: sizes 1,
 #      4096 and 65536, event mode (-e), the ibv_wr_* API (-N), both.
 #   3. ibv_ud_pingpong -g 1 -c: sizes 1 and 1024 (the port's IB MTU), event mode.
+#   4. shim_mr_check (test/verbs/shim_mr_check.c) on daemon A: MR remapping semantics through the
+#      verbs API with RDMA WRITE / READ over same-port loopback, unsupported memory and verbs.
 # Each run must exit 0 on both sides and print its own "N bytes in T seconds" and
 # "N iters in T seconds" lines. Every wait is bounded; every process started is stopped by PID.
 # Usage: shim_tools.sh PATH/TO/uroced SHIM_DIR (the directory holding libibverbs.so.1)
+#        PATH/TO/shim_mr_check
 set -uo pipefail
 
-UROCED=${1:?usage: $0 UROCED SHIM_DIR}
-SHIM=${2:?usage: $0 UROCED SHIM_DIR}
+UROCED=${1:?usage: $0 UROCED SHIM_DIR SHIM_MR_CHECK}
+SHIM=${2:?usage: $0 UROCED SHIM_DIR SHIM_MR_CHECK}
+MRCHECK=${3:?usage: $0 UROCED SHIM_DIR SHIM_MR_CHECK}
 if [ "$(id -u)" != 0 ]; then
   echo "FAIL: this test needs root (like the other integration tests); CI runs as root"
   exit 1
@@ -174,6 +178,15 @@ pingpong ibv_rc_pingpong -g 1 -c -n 100 -s 65536 -e -N
 pingpong ibv_ud_pingpong -g 1 -c -n 200 -s 1
 pingpong ibv_ud_pingpong -g 1 -c -n 200 -s 1024
 pingpong ibv_ud_pingpong -g 1 -c -n 200 -s 1024 -e
+
+# --- 4. MR semantics through the verbs API (one process, RC over A's own address)
+out=$(on "$SOCK_A" timeout 120 "$MRCHECK" 2>&1); rc=$?
+echo "$out" | sed 's/^/  mr_check: /'
+if [ $rc -eq 0 ] && grep -q "^0 failure(s)" <<<"$out"; then
+  pass "shim_mr_check: MR remapping semantics through the verbs API"
+else
+  fail "shim_mr_check: exit $rc"
+fi
 
 kill -0 "$PID_A" 2>/dev/null && kill -0 "$PID_B" 2>/dev/null || fail "a daemon died"
 echo "$FAILS failure(s)"

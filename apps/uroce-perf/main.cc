@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -179,7 +180,13 @@ class Side {
     ctl::PortAttrPayload port{};
     if ((rc = ctx->query_device(&dev)) != 0 || (rc = ctx->query_port(1, &port)) != 0)
       return fail(std::string("query_device / query_port: ") + std::strerror(rc));
-    if (port.state != 4) return fail("port 1 of uroced is not ACTIVE");
+    // A virtual port comes up when its peer connects (net_memif): wait for it, bounded.
+    for (int i = 0; port.state != 4 && i < 100; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if ((rc = ctx->query_port(1, &port)) != 0)
+        return fail(std::string("query_port: ") + std::strerror(rc));
+    }
+    if (port.state != 4) return fail("port 1 of uroced is not ACTIVE (waited 10 s)");
     active_mtu = port.active_mtu;
     gid_index = o_.gid_index;
     if (gid_index < 0) {
@@ -883,6 +890,7 @@ int serve(const Options &cli, bool quiet, ServerStart *start) {
         have = true;
         break;
       }
+      if (oob.closed()) return die("the client went away");
       if (now_ns() - idle_since > 600ull * 1'000'000'000u)
         return die("no command from the client for 600 s");
       if (!(send && !lat)) {
@@ -922,6 +930,8 @@ int serve(const Options &cli, bool quiet, ServerStart *start) {
       if (send && !lat && drain() < 0) return die(s.error);
       if (oob.try_line(&line)) {
         done = true;
+      } else if (oob.closed()) {
+        return die("the client went away during the run");
       } else if (!(send && !lat)) {
         if (!oob.recv_line(&line, 3600'000, &why)) return die("no DONE: " + why);
         done = true;

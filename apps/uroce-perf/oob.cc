@@ -139,7 +139,9 @@ bool Oob::fill(int timeout_ms, std::string *why) {
   }
   char tmp[4096];
   const ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
+  if (n < 0 && errno == EINTR) return true;
   if (n <= 0) {
+    closed_ = true;
     if (why) *why = n == 0 ? "the peer closed the connection" : err("recv");
     return false;
   }

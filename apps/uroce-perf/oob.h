@@ -29,11 +29,14 @@ class Oob {
   bool recv_line(std::string *line, int timeout_ms, std::string *why);
   // As recv_line with timeout 0, without blocking: true only when a whole line is there.
   bool try_line(std::string *line);
+  // The peer closed the connection (or it failed): no more lines will come.
+  bool closed() const { return closed_ && buf_.find('\n') == std::string::npos; }
 
  private:
   bool fill(int timeout_ms, std::string *why);
   int lfd_ = -1;
   int fd_ = -1;
+  bool closed_ = false;
   std::string buf_;
 };
 

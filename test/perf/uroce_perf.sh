@@ -6,6 +6,7 @@
 #      --loopback (server and client in one process, over one uroced), several QPs, -a, -D.
 #   2. two uroced joined by net_memif, the server process on one, the client on the other,
 #      meeting over TCP: write_bw with 2 QPs and send_lat.
+#   3. a send_bw client SIGKILLed mid-run: its server exits 1 within 15 s.
 # Needs root (as the other integration tests). Bounded waits; processes stopped by PID.
 # Usage: uroce_perf.sh PATH/TO/uroced PATH/TO/uroce-perf
 set -uo pipefail
@@ -145,5 +146,23 @@ for t in "write_bw -q 2 -s 1000 -n 1000" "send_lat -s 64 -n 100"; do
   [ $rc -eq 0 ] && grep -q "Waiting for client to connect" "$WORK/server.log" \
     && pass "server process ($1): exit 0" || fail "server process ($1): exit $rc"
 done
+# --- 3. a client killed mid-run: the server notices (exit 1) instead of waiting
+timeout 120 "$PERF" send_bw -d "$WORK/a.sock" -p $PORT >"$WORK/server-kill.log" 2>&1 &
+SPID=$!
+"$PERF" send_bw -d "$WORK/b.sock" -p $PORT -s 64 -D 60 127.0.0.1 >"$WORK/client-kill.log" 2>&1 &
+CPID=$!
+for _ in $(seq 300); do grep -q "#bytes" "$WORK/client-kill.log" && break; sleep 0.1; done
+sleep 1
+kill -KILL $CPID; wait $CPID 2>/dev/null
+for _ in $(seq 150); do kill -0 $SPID 2>/dev/null || break; sleep 0.1; done
+if kill -0 $SPID 2>/dev/null; then
+  fail "the server still runs 15 s after its client was killed"; kill -KILL $SPID
+  wait $SPID 2>/dev/null
+else
+  wait $SPID; rc=$?
+  [ $rc -eq 1 ] && grep -q "went away" "$WORK/server-kill.log" \
+    && pass "client SIGKILLed mid-run: the server exits 1 ($(grep -o 'the client went away[a-z ]*' "$WORK/server-kill.log" | head -1))" \
+    || fail "client killed: server exit $rc: $(tail -2 "$WORK/server-kill.log")"
+fi
 echo "$FAILS failure(s)"
 [ "$FAILS" -eq 0 ]

@@ -26,9 +26,11 @@
 #include "config/config.h"
 #include "ctl/server.h"
 #include "daemon/daemon.h"
+#include "daemon/lcore.h"
 #include "env_check.h"
 #include "port/eal.h"
 #include "port/eth_port.h"
+#include "port/port_queue.h"
 #include "transport/engine.h"
 #include "uroce_version.h"
 #include "util/pcap_writer.h"
@@ -139,7 +141,50 @@ void print_counters(const port::EthPort &p) {
                   port::nd_drop_str(static_cast<port::NdDrop>(i)), n.drops[i]);
 }
 
-using RoceEngine = transport::Engine<port::EthPort, port::TscClock>;
+using RoceEngine = transport::Engine<port::EthPort, port::TscClock>;     // worker 0 (main)
+using QueueEngine = transport::Engine<port::PortQueue, port::TscClock>;  // workers 1..n-1
+
+// Frames between lcores (doc/uroced.md, Threading): the mbuf travels, and with it its ownership.
+struct MbufRef {
+  rte_mbuf *m;
+};
+using HandOffRing = LocalRing<MbufRef>;
+
+// Hand-off counters of one worker lcore, written by that lcore only.
+struct LaneCounters {
+  uint64_t handoff_out = 0;   // RoCE frames passed to the worker owning their QP
+  uint64_t handoff_in = 0;    // frames received from another lcore's queue
+  uint64_t handoff_drop = 0;  // the ring to the owner was full: freed (the transport recovers)
+  uint64_t to_main = 0;       // frames that are not RoCE, passed to the main lcore (ARP, ND, ...)
+  uint64_t to_main_drop = 0;  // the ring to main was full: freed
+  uint64_t misrouted = 0;     // handed a frame for a QP that is not its own (never expected): freed
+};
+
+// ring(from, to): one single-producer / single-consumer ring per ordered pair of workers.
+class HandOff {
+ public:
+  HandOff(unsigned n, uint32_t slots) : n_(n), rings_(size_t{n} * n) {
+    for (unsigned f = 0; f < n; ++f)
+      for (unsigned t = 0; t < n; ++t)
+        if (f != t) rings_[size_t{f} * n + t] = std::make_unique<HandOffRing>(slots);
+  }
+  HandOffRing *ring(unsigned from, unsigned to) noexcept {
+    return rings_[size_t{from} * n_ + to].get();
+  }
+  unsigned workers() const noexcept { return n_; }
+  // Frees what is left in the rings (every lcore has stopped).
+  void drain_all() noexcept {
+    for (auto &r : rings_) {
+      MbufRef m{};
+      while (r && r->pop(&m))
+        rte_pktmbuf_free(m.m);
+    }
+  }
+
+ private:
+  unsigned n_;
+  std::vector<std::unique_ptr<HandOffRing>> rings_;
+};
 
 transport::Mtu mtu_enum(uint32_t bytes) {
   switch (bytes) {
@@ -156,8 +201,11 @@ transport::Mtu mtu_enum(uint32_t bytes) {
   }
 }
 
-// Everything one poll-loop iteration touches. Data path: no allocation, printing, locks or
-// exceptions. The transport engine runs on ports[0]; other ports only answer ARP / ND.
+// Everything one poll-loop iteration of the main lcore (worker 0) touches. Data path: no
+// allocation, printing, locks or exceptions. The transport engines run on ports[0]; other ports
+// only answer ARP / ND. With several workers (ho != nullptr) main polls queue 0 of ports[0]
+// (worker w polls queue w), hands RoCE frames for other workers' QPs to them, and takes the
+// frames the workers pass to it.
 struct Loop {
   std::vector<std::unique_ptr<port::EthPort>> &ports;
   uint16_t nb_queues;
@@ -165,6 +213,8 @@ struct Loop {
   Daemon *daemon = nullptr;
   const port::TscClock &clock;
   uint64_t next_timer = 0;
+  HandOff *ho = nullptr;
+  LaneCounters lc;
 
   static constexpr uint64_t kTimerNs = 1'000'000;  // ARP/ND timers every millisecond
 
@@ -174,15 +224,43 @@ struct Loop {
     // The apps' rings first: a receive posted before a request was sent is in the engine
     // before that request's packet can be taken from the RX queue below.
     if (daemon != nullptr) work += daemon->bridge_in();
-    auto to_engine = [this](const uint8_t *f, uint32_t len) noexcept {
+    auto to_engine = [this](rte_mbuf *m, const uint8_t *f, uint32_t len) noexcept {
+      if (ho != nullptr) {
+        const uint32_t o = qpn_owner(frame_dest_qpn(f, len), ho->workers());
+        if (o != 0) {
+          if (ho->ring(0, o)->push(MbufRef{m})) {
+            ++lc.handoff_out;
+            return port::RxVerdict::kTaken;
+          }
+          ++lc.handoff_drop;
+          return port::RxVerdict::kRefused;
+        }
+      }
       engine.rx(f, len);
-      return true;
+      return port::RxVerdict::kAccepted;
     };
     for (size_t i = 0; i < ports.size(); ++i) {
       port::EthPort &p = *ports[i];
-      for (uint16_t q = 0; q < nb_queues; ++q)
-        work += i == 0 ? p.rx_burst(q, to_engine, now) : p.rx_burst(q, port::NoEngine{}, now);
+      if (i == 0) {
+        const uint16_t nq = ho != nullptr ? 1 : nb_queues;
+        for (uint16_t q = 0; q < nq; ++q)
+          work += p.rx_burst(q, to_engine, now);
+      } else {
+        for (uint16_t q = 0; q < nb_queues; ++q)
+          work += p.rx_burst(q, port::NoEngine{}, now);
+      }
       if (now >= next_timer) p.timers(now);
+    }
+    if (ho != nullptr) {
+      // What the workers passed to main: ARP / ND / other frames, RoCE for worker 0's QPs.
+      for (unsigned from = 1; from < ho->workers(); ++from) {
+        MbufRef r[port::EthPort::kBurst];
+        const size_t k = ho->ring(from, 0)->pop_burst(r, port::EthPort::kBurst);
+        for (size_t j = 0; j < k; ++j)
+          ports[0]->rx_handed(r[j].m, to_engine, now);
+        lc.handoff_in += k;
+        work += static_cast<unsigned>(k);
+      }
     }
     if (now >= next_timer) next_timer = now + kTimerNs;
     work += engine.poll();
@@ -192,6 +270,122 @@ struct Loop {
     return work;
   }
 };
+
+// Worker lcore w >= 1: its commands, doorbells and rings, RX on queue w of ports[0] (RoCE
+// frames for its own QPs to its engine, for other workers' QPs to their ring, everything else
+// to main), the frames other lcores handed to it, its engine's timers and active QPs, its CQs,
+// TX flush of its own queue. Data path: no allocation, printing, locks or exceptions (the
+// control operations main sends run between iterations and may allocate).
+struct WorkerLoop {
+  unsigned id = 0;
+  Daemon *daemon = nullptr;
+  QueueEngine *engine = nullptr;
+  port::PortQueue *q = nullptr;
+  HandOff *ho = nullptr;
+  const uint8_t *mac = nullptr;
+  uint32_t idle_sleep_us = 0;
+  std::atomic<bool> stop{false};
+  LaneCounters lc;
+
+  unsigned step() noexcept {
+    unsigned work = daemon->serve_commands(id);
+    work += daemon->bridge_in(id);
+    const unsigned nw = ho->workers();
+    rte_mbuf *pkts[port::PortQueue::kBurst];
+    const uint16_t n = q->rx(pkts);
+    for (uint16_t i = 0; i < n; ++i) {
+      rte_mbuf *m = pkts[i];
+      const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+      const uint32_t len = rte_pktmbuf_data_len(m);
+      if (m->nb_segs == 1 && port::classify(f, len, mac).cls == port::FrameClass::kRoce) {
+        const uint32_t o = qpn_owner(frame_dest_qpn(f, len), nw);
+        if (o == id) {
+          engine->rx(f, len);
+          rte_pktmbuf_free(m);
+        } else if (ho->ring(id, o)->push(MbufRef{m})) {
+          ++lc.handoff_out;
+        } else {
+          ++lc.handoff_drop;
+          rte_pktmbuf_free(m);
+        }
+        continue;
+      }
+      if (ho->ring(id, 0)->push(MbufRef{m})) {  // main's EthPort handles and counts it
+        ++lc.to_main;
+      } else {
+        ++lc.to_main_drop;
+        rte_pktmbuf_free(m);
+      }
+    }
+    work += n;
+    for (unsigned from = 0; from < nw; ++from) {
+      if (from == id) continue;
+      MbufRef r[port::PortQueue::kBurst];
+      const size_t k = ho->ring(from, id)->pop_burst(r, port::PortQueue::kBurst);
+      for (size_t j = 0; j < k; ++j) {
+        const uint8_t *f = rte_pktmbuf_mtod(r[j].m, const uint8_t *);
+        const uint32_t len = rte_pktmbuf_data_len(r[j].m);
+        if (qpn_owner(frame_dest_qpn(f, len), nw) == id)
+          engine->rx(f, len);
+        else
+          ++lc.misrouted;
+        rte_pktmbuf_free(r[j].m);
+      }
+      lc.handoff_in += k;
+      work += static_cast<unsigned>(k);
+    }
+    work += engine->poll();
+    work += daemon->bridge_out(id);
+    q->flush();
+    return work;
+  }
+};
+
+int worker_main(void *arg) {
+  auto *w = static_cast<WorkerLoop *>(arg);
+  constexpr unsigned kIdleSpins = 1024;
+  unsigned idle = 0;
+  const timespec nap{0, static_cast<long>(w->idle_sleep_us) * 1000};
+  // Acquire: pairs with main's release store of stop (everything main did before is seen).
+  while (!w->stop.load(std::memory_order_acquire)) {
+    if (w->step() != 0) {
+      idle = 0;
+    } else if (w->idle_sleep_us != 0 && ++idle >= kIdleSpins) {
+      nanosleep(&nap, nullptr);
+    }
+  }
+  w->q->flush();
+  return 0;
+}
+
+// Stops the worker lcores and waits for them (also when start-up fails after their launch).
+struct WorkerGuard {
+  std::vector<std::unique_ptr<WorkerLoop>> &loops;
+  void stop() noexcept {
+    for (auto &w : loops)
+      w->stop.store(true, std::memory_order_release);
+    rte_eal_mp_wait_lcore();
+  }
+  ~WorkerGuard() { stop(); }
+};
+
+void add_lane_stats(unsigned w, const LaneCounters &c, uint64_t rx, uint64_t tx,
+                    std::vector<ctl::StatEntry> &v) {
+  auto add = [&](const char *what, uint64_t value) {
+    ctl::StatEntry e{};
+    std::snprintf(e.name, sizeof e.name, "worker.%u.%s", w, what);
+    e.value = value;
+    v.push_back(e);
+  };
+  add("handoff_out", c.handoff_out);
+  add("handoff_in", c.handoff_in);
+  add("handoff_drop", c.handoff_drop);
+  add("to_main", c.to_main);
+  add("to_main_drop", c.to_main_drop);
+  add("misrouted", c.misrouted);
+  add("queue_rx_packets", rx);
+  add("queue_tx_packets", tx);
+}
 
 // The daemon's control-plane view of ports[0]. resolve() runs the data path while it waits
 // for ARP / ND (bounded by the neighbour state machine: three probes, then failed).
@@ -396,15 +590,79 @@ int run(int argc, char **argv) {
       std::random_device rd;
       ecfg.seed = (uint64_t{rd()} << 32) | rd();  // unguessable key tags
     }
+    // One engine per worker: worker 0 on the main lcore sends through ports[0]'s EthPort
+    // (queue 0), worker w through its own queue w; QPNs carry the worker (daemon/lcore.h).
+    const unsigned nw = nb_queues;
+    if (nw > kMaxWorkers)
+      throw port::PortError("daemon.workers: at most " + std::to_string(kMaxWorkers) + " workers");
     auto engine = std::make_unique<RoceEngine>(*ports[0], clock, ecfg);
+    std::vector<transport::EngineCore *> engines{engine.get()};
+    std::vector<std::unique_ptr<port::PortQueue>> queues;
+    std::vector<std::unique_ptr<QueueEngine>> qengines;
+    for (unsigned w = 1; w < nw; ++w) {
+      queues.push_back(std::make_unique<port::PortQueue>(
+          ports[0]->port_id(), static_cast<uint16_t>(w), pool, ports[0]->mac()));
+      transport::EngineConfig c = ecfg;
+      c.qpn_base = worker_qpn_base(w, ecfg.qpn_base);
+      qengines.push_back(std::make_unique<QueueEngine>(*queues.back(), clock, c));
+      engines.push_back(qengines.back().get());
+    }
+    std::unique_ptr<HandOff> handoff;
+    if (nw > 1) handoff = std::make_unique<HandOff>(nw, 1024);
     Loop loop{ports, nb_queues, *engine, nullptr, clock};
+    loop.ho = handoff.get();
     EthPortView view(*ports[0], cfg.ports[0], loop);
-    Daemon daemon(*engine, view);
-    daemon.set_stats_hook([&ports](std::vector<ctl::StatEntry> &v) {
+    Daemon daemon(engines, view);
+    // While the control thread waits for a worker to run a command, main's loop goes on.
+    daemon.set_wait_hook([&loop] {
+      if (loop.step() == 0) {
+        const timespec nap{0, 20'000};
+        nanosleep(&nap, nullptr);
+      }
+    });
+    std::vector<std::unique_ptr<WorkerLoop>> wloops;
+    daemon.set_stats_hook([&ports, &daemon, &loop, &wloops](std::vector<ctl::StatEntry> &v) {
       for (auto &p : ports)
         add_port_stats(*p, v);
+      if (wloops.empty()) return;
+      const port::PortCounters &pc = ports[0]->counters();
+      add_lane_stats(0, loop.lc, pc.rx_packets, pc.tx_packets, v);
+      for (auto &w : wloops) {
+        LaneCounters c;
+        port::QueueCounters q;
+        daemon.run_on(w->id, [&] {
+          c = w->lc;
+          q = w->q->counters();
+        });
+        add_lane_stats(w->id, c, q.rx_packets, q.tx_packets, v);
+      }
     });
     loop.daemon = &daemon;
+    std::vector<unsigned> worker_lcores;
+    {
+      unsigned lc = 0;
+      RTE_LCORE_FOREACH_WORKER(lc) {
+        worker_lcores.push_back(lc);
+      }
+    }
+    if (worker_lcores.size() < nw - 1)
+      throw port::PortError("daemon.workers lists " + std::to_string(nw) +
+                            " lcores but the EAL runs " + std::to_string(worker_lcores.size() + 1));
+    WorkerGuard guard{wloops};
+    for (unsigned w = 1; w < nw; ++w) {
+      auto wl = std::make_unique<WorkerLoop>();
+      wl->id = w;
+      wl->daemon = &daemon;
+      wl->engine = qengines[w - 1].get();
+      wl->q = queues[w - 1].get();
+      wl->ho = handoff.get();
+      wl->mac = ports[0]->mac();
+      wl->idle_sleep_us = cfg.daemon.idle_sleep_us;
+      wloops.push_back(std::move(wl));
+      if (rte_eal_remote_launch(worker_main, wloops.back().get(), worker_lcores[w - 1]) != 0)
+        throw port::PortError("cannot launch worker " + std::to_string(w) + " on lcore " +
+                              std::to_string(worker_lcores[w - 1]));
+    }
     signal(SIGPIPE, SIG_IGN);
     {
       // The socket's directory (e.g. /run/uroce) is created if missing (one level).
@@ -418,8 +676,11 @@ int run(int argc, char **argv) {
     std::unique_ptr<ctl::Server> server = std::move(srv.value());
     Daemon::register_types(server->types());
     std::printf("uroced: control socket %s\n", cfg.daemon.socket.c_str());
-    std::printf("uroced: running on lcore %u (transport engine on port %s)\n", rte_lcore_id(),
+    std::printf("uroced: running on lcore %u (transport engine on port %s", rte_lcore_id(),
                 ports[0]->name().c_str());
+    for (unsigned w = 1; w < nw; ++w)
+      std::printf("%sworker %u on lcore %u", w == 1 ? "; " : ", ", w, worker_lcores[w - 1]);
+    std::printf(")\n");
 
     poll_loop(loop, *server, daemon, cfg.daemon.idle_sleep_us);
 
@@ -429,12 +690,31 @@ int run(int argc, char **argv) {
     for (uint64_t id : daemon.session_ids())
       server->send(id, ctl::make_header(ctl::kShutdown, 0), nullptr, 0);
     server.reset();
-    daemon.close_all();
+    daemon.close_all();  // the workers still run: the teardown runs on them
+    guard.stop();
     loop.daemon = nullptr;
-    const transport::EngineCounters &ec = engine->counters();
+    if (handoff) handoff->drain_all();
+    transport::EngineCounters ec = engine->counters();
+    for (auto &e : qengines) {
+      ec.rx_pkts += e->counters().rx_pkts;
+      ec.tx_pkts += e->counters().tx_pkts;
+      ec.tx_backpressure += e->counters().tx_backpressure;
+      ec.cq_overflows += e->counters().cq_overflows;
+    }
     std::printf("engine counters: rx_pkts=%lu tx_pkts=%lu tx_backpressure=%lu cq_overflows=%lu\n",
                 ec.rx_pkts, ec.tx_pkts, ec.tx_backpressure, ec.cq_overflows);
-    const BridgeCounters &bc = daemon.counters();
+    if (!wloops.empty()) {
+      auto lane = [](unsigned w, const LaneCounters &c) {
+        std::printf(
+            "worker %u: handoff_out=%lu handoff_in=%lu handoff_drop=%lu to_main=%lu "
+            "misrouted=%lu\n",
+            w, c.handoff_out, c.handoff_in, c.handoff_drop, c.to_main, c.misrouted);
+      };
+      lane(0, loop.lc);
+      for (auto &w : wloops)
+        lane(w->id, w->lc);
+    }
+    const BridgeCounters bc = daemon.counters(true);
     std::printf(
         "bridge counters: sessions=%lu doorbells=%lu send_wqes=%lu recv_wqes=%lu bad_wqes=%lu "
         "cqes=%lu\n",

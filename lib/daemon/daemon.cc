@@ -4,6 +4,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <stdexcept>
 
 namespace uroce::daemon {
 
@@ -68,22 +70,29 @@ struct Daemon::Cq {
   uint32_t handle = 0;
   Session *owner = nullptr;
   RingMem mem;
-  shm::RingProducer ring;
+  shm::RingProducer ring;  // produced by the bound worker only
   shm::EventFd ev;
-  bool err_reported = false;  // IBV_EVENT_CQ_ERR sent for a corrupt ring
+  bool err_reported = false;  // IBV_EVENT_CQ_ERR sent for a corrupt ring (bound worker)
+  int worker = kUnbound;      // main: set by the first QP using it, for life
+  uint32_t qp_refs = 0;       // main: QPs using it
 };
 
 struct Daemon::Srq {
   uint32_t handle = 0;
   Session *owner = nullptr;
   RingMem mem;
-  shm::RingConsumer ring;
-  bool active = false;
+  shm::RingConsumer ring;  // consumed by the bound worker only
+  int worker = kUnbound;   // main: first QP using it, or worker 0 when rung before that
+  uint32_t qp_refs = 0;    // main
+  // A forwarded doorbell is in flight (lcore.h argument in Daemon::main_doorbells).
+  std::atomic<uint8_t> db_pending{0};
+  bool active = false;  // bound worker
   Srq *act_next = nullptr, *act_prev = nullptr;
 };
 
 struct Daemon::Qp {
   uint32_t qpn = 0;
+  unsigned worker = 0;  // the owner, for life (also bits 16..23 of qpn)
   Session *owner = nullptr;
   transport::QpType type = transport::QpType::kRc;
   RingMem sq_mem, rq_mem;
@@ -91,6 +100,9 @@ struct Daemon::Qp {
   bool has_rq = false;
   Cq *scq = nullptr, *rcq = nullptr;
   uint32_t srq = 0;
+  uint32_t pd = 0;
+  std::atomic<uint8_t> db_pending{0};  // bit 1 SQ, bit 2 RQ: a forwarded doorbell in flight
+  // The owner worker's data-path state.
   bool sq_rung = false, rq_rung = false;
   bool err = false;  // moved to ERR by the bridge (or by the app)
   bool active = false;
@@ -102,18 +114,42 @@ struct Daemon::Session {
   pid_t pid = 0;
   std::string name;
   RingMem db_mem;
-  shm::RingConsumer db;
+  shm::RingConsumer db;  // main
   bool has_db = false;
   std::set<uint32_t> pds, ahs;
+  std::map<uint32_t, uint32_t> pd_qps;   // PD -> QPs using it (EBUSY before the engines)
   std::map<uint32_t, shm::Mapping> mrs;  // lkey -> the daemon's mapping of the app's memfd
   std::map<uint32_t, std::unique_ptr<Cq>> cqs;
   std::map<uint32_t, std::unique_ptr<Qp>> qps;
   std::map<uint32_t, std::unique_ptr<Srq>> srqs;
-  // Asynchronous events for this app (fixed capacity: filled on the data path).
+  // Asynchronous events for this app (fixed capacity: filled on main's data path).
   shm::EventFd async_ev;
   ctl::AsyncEventEntry async_q[ctl::kMaxAsyncEvents] = {};
   uint32_t async_n = 0;
   uint32_t async_lost = 0;
+};
+
+// An engine async event on its way from a worker to main.
+struct AsyncItem {
+  uint32_t type = 0;
+  uint32_t handle = 0;
+};
+
+// What one worker's data path owns. Only that worker's thread touches it (the control thread
+// through run_on), except the rings, which have one producer and one consumer thread each.
+struct Daemon::Worker {
+  unsigned id = 0;
+  transport::EngineCore *eng = nullptr;
+  uint32_t qpn_base = 0;
+  std::vector<Qp *> qp_by_index;  // qpn - qpn_base
+  std::vector<Srq *> srq_by_handle;
+  std::vector<Cq *> cq_by_handle;
+  Qp *act_head = nullptr;
+  Srq *srq_act_head = nullptr;
+  BridgeCounters ctr;
+  std::unique_ptr<LocalRing<abi::Doorbell>> db_in;  // main -> worker (id >= 1)
+  std::unique_ptr<LocalRing<AsyncItem>> ev_out;     // worker -> main (id >= 1)
+  std::unique_ptr<CmdChannel> cmd;                  // control thread -> worker (id >= 1)
 };
 
 struct Daemon::Reply {
@@ -133,11 +169,35 @@ struct Daemon::Reply {
 // ---------------------------------------------------------------------------------------------
 // Construction, session lifetime
 // ---------------------------------------------------------------------------------------------
-Daemon::Daemon(transport::EngineCore &engine, PortView &port, DaemonOptions opt)
-    : eng_(engine), port_(port), opt_(opt) {
-  qp_by_index_.assign(eng_.config().max_qp, nullptr);
-  srq_by_handle_.assign(eng_.config().max_srq + 1, nullptr);
-  cq_by_handle_.assign(eng_.config().max_cq + 1, nullptr);
+Daemon::Daemon(std::vector<transport::EngineCore *> engines, PortView &port, DaemonOptions opt)
+    : port_(port), opt_(opt) {
+  if (engines.empty() || engines.size() > kMaxWorkers)
+    throw std::invalid_argument("uroce daemon: 1 to 64 worker engines");
+  cfg0_ = engines[0]->config();
+  // Each QP and SRQ has at most one forwarded doorbell per kind in flight: the forward ring
+  // cannot fill (pow2 >= 2 * max_qp + max_srq).
+  uint32_t fwd = 2;
+  while (fwd < 2 * cfg0_.max_qp + cfg0_.max_srq)
+    fwd <<= 1;
+  for (size_t i = 0; i < engines.size(); ++i) {
+    auto W = std::make_unique<Worker>();
+    W->id = static_cast<unsigned>(i);
+    W->eng = engines[i];
+    W->qpn_base = engines[i]->config().qpn_base;
+    W->qp_by_index.assign(engines[i]->config().max_qp, nullptr);
+    W->srq_by_handle.assign(engines[i]->config().max_srq + 1, nullptr);
+    W->cq_by_handle.assign(engines[i]->config().max_cq + 1, nullptr);
+    if (i != 0) {
+      W->db_in = std::make_unique<LocalRing<abi::Doorbell>>(fwd);
+      W->ev_out = std::make_unique<LocalRing<AsyncItem>>(1024);
+      W->cmd = std::make_unique<CmdChannel>();
+    }
+    qp_main_.emplace_back(engines[i]->config().max_qp, nullptr);
+    w_.push_back(std::move(W));
+  }
+  load_.assign(engines.size(), 0);
+  srq_by_handle_.assign(cfg0_.max_srq + 1, nullptr);
+  cq_by_handle_.assign(cfg0_.max_cq + 1, nullptr);
 }
 
 Daemon::~Daemon() {
@@ -151,29 +211,79 @@ void Daemon::register_types(ctl::TypeTable &t) noexcept {
   }
 }
 
+void Daemon::run_on(unsigned w, const std::function<void()> &f) {
+  if (w == 0) {
+    f();
+    return;
+  }
+  const std::function<void()> &fn = f;
+  w_[w]->cmd->call(fn, [this] {
+    if (wait_hook_) {
+      wait_hook_();
+    } else {
+      const timespec nap{0, 20'000};
+      nanosleep(&nap, nullptr);
+    }
+  });
+}
+
+unsigned Daemon::serve_commands(unsigned w) noexcept {
+  return w < w_.size() && w_[w]->cmd ? w_[w]->cmd->serve() : 0;
+}
+
+uint32_t Daemon::replicate(const std::function<uint32_t(transport::EngineCore &)> &f,
+                           const std::function<void(transport::EngineCore &, uint32_t)> &undo) {
+  uint32_t h = 0;
+  size_t done = 0;
+  bool ok = true;
+  for (; done < w_.size(); ++done) {
+    uint32_t r = 0;
+    run_on(static_cast<unsigned>(done), [&] { r = f(*w_[done]->eng); });
+    if (r == 0 || (done != 0 && r != h)) {
+      if (r != 0) run_on(static_cast<unsigned>(done), [&] { undo(*w_[done]->eng, r); });
+      ok = false;
+      break;
+    }
+    h = r;
+  }
+  if (ok) return h;
+  for (size_t i = 0; i < done; ++i)
+    run_on(static_cast<unsigned>(i), [&] { undo(*w_[i]->eng, h); });
+  return 0;
+}
+
+void Daemon::on_all(const std::function<void(transport::EngineCore &)> &f) {
+  for (size_t i = 0; i < w_.size(); ++i)
+    run_on(static_cast<unsigned>(i), [&] { f(*w_[i]->eng); });
+}
+
 void Daemon::on_connect(ctl::Server &, const ctl::ClientInfo &ci) {
   auto s = std::make_unique<Session>();
   s->id = ci.id;
   s->pid = ci.cred.pid;
   s->name = ci.name;
   sessions_[ci.id] = std::move(s);
-  ++ctr_.sessions_opened;
+  ++mctr_.sessions_opened;
   rebuild_lists();
 }
 
 void Daemon::on_disconnect(ctl::Server &, const ctl::ClientInfo &ci, ctl::CtlError) {
   auto it = sessions_.find(ci.id);
   if (it == sessions_.end()) return;
-  destroy_session(*it->second);
+  // Off the doorbell list first: run_on's wait hook runs main's loop during the teardown.
+  Session *s = it->second.get();
+  std::erase(live_sessions_, s);
+  destroy_session(*s);
   sessions_.erase(it);
-  ++ctr_.sessions_closed;
+  ++mctr_.sessions_closed;
   rebuild_lists();
 }
 
 void Daemon::close_all() {
+  live_sessions_.clear();
   for (auto &kv : sessions_) {
     destroy_session(*kv.second);
-    ++ctr_.sessions_closed;
+    ++mctr_.sessions_closed;
   }
   sessions_.clear();
   rebuild_lists();
@@ -192,56 +302,87 @@ void Daemon::rebuild_lists() {
     live_sessions_.push_back(kv.second.get());
 }
 
+Daemon::Qp *Daemon::main_qp(uint32_t qpn) const noexcept {
+  const uint32_t w = qpn_owner(qpn, static_cast<uint32_t>(w_.size()));
+  const uint32_t idx = qpn - w_[w]->qpn_base;
+  return idx < qp_main_[w].size() ? qp_main_[w][idx] : nullptr;
+}
+
+namespace {
+template <class T>
+void unlink(T &q, T *&head) noexcept {
+  if (!q.active) return;
+  if (q.act_prev)
+    q.act_prev->act_next = q.act_next;
+  else
+    head = q.act_next;
+  if (q.act_next) q.act_next->act_prev = q.act_prev;
+  q.act_next = q.act_prev = nullptr;
+  q.active = false;
+}
+}  // namespace
+
 void Daemon::destroy_qp_obj(Session &s, Qp &q) {
-  if (q.active) {
-    if (q.act_prev)
-      q.act_prev->act_next = q.act_next;
-    else
-      act_head_ = q.act_next;
-    if (q.act_next) q.act_next->act_prev = q.act_prev;
-    q.active = false;
-  }
-  qp_by_index_[q.qpn - eng_.config().qpn_base] = nullptr;
-  eng_.destroy_qp(q.qpn);
+  const uint32_t idx = q.qpn - w_[q.worker]->qpn_base;
+  qp_main_[q.worker][idx] = nullptr;  // main forwards no more doorbells for it
+  run_on(q.worker, [&] {
+    Worker &W = *w_[q.worker];
+    unlink(q, W.act_head);
+    W.qp_by_index[idx] = nullptr;
+    W.eng->destroy_qp(q.qpn);
+  });
+  --load_[q.worker];
+  --q.scq->qp_refs;
+  --q.rcq->qp_refs;
+  if (q.srq && s.srqs.count(q.srq)) --s.srqs[q.srq]->qp_refs;
+  if (--s.pd_qps[q.pd] == 0) s.pd_qps.erase(q.pd);
   s.qps.erase(q.qpn);
+}
+
+void Daemon::destroy_srq_obj(Srq &q) {
+  srq_by_handle_[q.handle] = nullptr;
+  if (q.worker != kUnbound)
+    run_on(static_cast<unsigned>(q.worker), [&] {
+      Worker &W = *w_[q.worker];
+      unlink(q, W.srq_act_head);
+      W.srq_by_handle[q.handle] = nullptr;
+    });
+  on_all([&](transport::EngineCore &e) { e.destroy_srq(q.handle); });
 }
 
 // Everything the app owned, in dependency order. QPs go to ERR first: their queues are flushed
 // and the engine stops answering for them, so peers see the ordinary RC errors (retry exceeded).
 void Daemon::destroy_session(Session &s) {
   for (auto &kv : s.qps) {
-    transport::QpAttr a;
-    a.qp_state = QpState::kErr;
-    eng_.modify_qp(kv.first, a, transport::kQpState);
+    Qp &q = *kv.second;
+    run_on(q.worker, [&] {
+      transport::QpAttr a;
+      a.qp_state = QpState::kErr;
+      w_[q.worker]->eng->modify_qp(q.qpn, a, transport::kQpState);
+    });
   }
   while (!s.qps.empty())
     destroy_qp_obj(s, *s.qps.begin()->second);
-  for (auto &kv : s.srqs) {
-    Srq &q = *kv.second;
-    if (q.active) {
-      if (q.act_prev)
-        q.act_prev->act_next = q.act_next;
-      else
-        srq_act_head_ = q.act_next;
-      if (q.act_next) q.act_next->act_prev = q.act_prev;
-    }
-    srq_by_handle_[q.handle] = nullptr;
-    eng_.destroy_srq(q.handle);
-  }
+  for (auto &kv : s.srqs)
+    destroy_srq_obj(*kv.second);
   s.srqs.clear();
   for (auto &kv : s.cqs) {
-    cq_by_handle_[kv.first] = nullptr;
-    eng_.destroy_cq(kv.first);
+    Cq &c = *kv.second;
+    cq_by_handle_[c.handle] = nullptr;
+    if (c.worker != kUnbound)
+      run_on(static_cast<unsigned>(c.worker),
+             [&] { w_[c.worker]->cq_by_handle[c.handle] = nullptr; });
+    on_all([&](transport::EngineCore &e) { e.destroy_cq(c.handle); });
   }
   s.cqs.clear();
   for (uint32_t ah : s.ahs)
-    eng_.destroy_ah(ah);
+    on_all([&](transport::EngineCore &e) { e.destroy_ah(ah); });
   s.ahs.clear();
   for (auto &kv : s.mrs)
-    eng_.dereg_mr(kv.first);
+    on_all([&](transport::EngineCore &e) { e.dereg_mr(kv.first); });
   s.mrs.clear();  // unmaps
   for (uint32_t pd : s.pds)
-    eng_.dealloc_pd(pd);
+    on_all([&](transport::EngineCore &e) { e.dealloc_pd(pd); });
   s.pds.clear();
 }
 
@@ -368,7 +509,7 @@ int Daemon::do_get_async_events(Session &s, Reply &r) {
 }
 
 int Daemon::do_query_device(Reply &r) {
-  const transport::EngineConfig &c = eng_.config();
+  const transport::EngineConfig &c = cfg0_;
   ctl::DeviceAttrPayload d{};
   const uint8_t *mac = port_.mac();
   const uint8_t eui[8] = {
@@ -434,7 +575,8 @@ int Daemon::do_query_gid(const ctl::Message &m, Reply &r) {
 }
 
 int Daemon::do_alloc_pd(Session &s, Reply &r) {
-  const uint32_t pd = eng_.create_pd();
+  const uint32_t pd = replicate([](transport::EngineCore &e) { return e.create_pd(); },
+                                [](transport::EngineCore &e, uint32_t h) { e.dealloc_pd(h); });
   if (pd == 0) return -ENOMEM;
   s.pds.insert(pd);
   r.set(ctl::HandlePayload{pd, 0});
@@ -444,8 +586,13 @@ int Daemon::do_alloc_pd(Session &s, Reply &r) {
 int Daemon::do_dealloc_pd(Session &s, const ctl::Message &m) {
   ctl::HandlePayload h{};
   if (!m.payload_as(&h) || !s.pds.count(h.handle)) return -EINVAL;
-  const int rc = eng_.dealloc_pd(h.handle);
+  // QPs exist in their owner's engine only: check here so that every engine agrees.
+  if (s.pd_qps.count(h.handle)) return -EBUSY;
+  int rc = 0;
+  run_on(0, [&] { rc = w_[0]->eng->dealloc_pd(h.handle); });
   if (rc) return -rc;
+  for (unsigned w = 1; w < w_.size(); ++w)
+    run_on(w, [&] { w_[w]->eng->dealloc_pd(h.handle); });
   s.pds.erase(h.handle);
   return 0;
 }
@@ -467,8 +614,20 @@ int Daemon::do_reg_mr(Session &s, ctl::Message &m, Reply &r) {
   if (!map) return -map.error();
   uint8_t *host = reinterpret_cast<uint8_t *>(map->data()) + (p.offset - start);
   uint32_t lkey = 0, rkey = 0;
-  const int rc = eng_.reg_mr(p.pd, host, p.app_va, p.length, p.access, &lkey, &rkey);
-  if (rc) return -rc;
+  int rc = 0;
+  const uint32_t key = replicate(
+      [&](transport::EngineCore &e) -> uint32_t {
+        uint32_t l = 0, k = 0;
+        const int e_rc = e.reg_mr(p.pd, host, p.app_va, p.length, p.access, &l, &k);
+        if (e_rc) {
+          rc = e_rc;
+          return 0;
+        }
+        return l;
+      },
+      [](transport::EngineCore &e, uint32_t h) { e.dereg_mr(h); });
+  if (key == 0) return rc ? -rc : -EIO;
+  lkey = rkey = key;
   s.mrs[lkey] = std::move(map.value());
   r.set(ctl::RegMrReply{lkey, rkey});
   return 0;
@@ -479,17 +638,20 @@ int Daemon::do_dereg_mr(Session &s, const ctl::Message &m) {
   if (!m.payload_as(&h)) return -EINVAL;
   auto it = s.mrs.find(h.handle);
   if (it == s.mrs.end()) return -EINVAL;
-  const int rc = eng_.dereg_mr(h.handle);
+  int rc = 0;
+  run_on(0, [&] { rc = w_[0]->eng->dereg_mr(h.handle); });
   if (rc) return -rc;
+  for (unsigned w = 1; w < w_.size(); ++w)
+    run_on(w, [&] { w_[w]->eng->dereg_mr(h.handle); });
   s.mrs.erase(it);
   return 0;
 }
 
 int Daemon::do_create_cq(Session &s, const ctl::Message &m, Reply &r) {
   ctl::CreateCqPayload p{};
-  if (!m.payload_as(&p) || p.cqe == 0 || p.cqe > eng_.config().max_cqe) return -EINVAL;
+  if (!m.payload_as(&p) || p.cqe == 0 || p.cqe > cfg0_.max_cqe) return -EINVAL;
   const uint32_t depth = pow2_at_least(p.cqe);
-  if (depth > eng_.config().max_cqe) return -EINVAL;
+  if (depth > cfg0_.max_cqe) return -EINVAL;
   auto c = std::make_unique<Cq>();
   int rc = make_ring("uroce-cq", abi::RingKind::kCompletion, 0, sizeof(abi::Cqe), depth, &c->mem);
   if (rc) return rc;
@@ -499,7 +661,15 @@ int Daemon::do_create_cq(Session &s, const ctl::Message &m, Reply &r) {
   if (c->ring.attach(c->mem.mem.map.addr(), c->mem.geo.bytes, sizeof(abi::Cqe), depth) !=
       shm::RingError::kOk)
     return -EINVAL;
-  c->handle = eng_.create_cq(depth);
+  c->handle = replicate(
+      [depth](transport::EngineCore &e) -> uint32_t {
+        try {
+          return e.create_cq(depth);
+        } catch (const std::bad_alloc &) {
+          return 0;
+        }
+      },
+      [](transport::EngineCore &e, uint32_t h) { e.destroy_cq(h); });
   if (c->handle == 0) return -ENOMEM;
   c->owner = &s;
   ctl::CreateCqReply rep{};
@@ -520,9 +690,13 @@ int Daemon::do_destroy_cq(Session &s, const ctl::Message &m) {
   if (!m.payload_as(&h)) return -EINVAL;
   auto it = s.cqs.find(h.handle);
   if (it == s.cqs.end()) return -EINVAL;
-  const int rc = eng_.destroy_cq(h.handle);
-  if (rc) return -rc;
+  Cq &c = *it->second;
+  if (c.qp_refs) return -EBUSY;  // checked here: the QPs are in their owner's engine only
   cq_by_handle_[h.handle] = nullptr;
+  if (c.worker != kUnbound)
+    run_on(static_cast<unsigned>(c.worker),
+           [&] { w_[c.worker]->cq_by_handle[c.handle] = nullptr; });
+  on_all([&](transport::EngineCore &e) { e.destroy_cq(c.handle); });
   s.cqs.erase(it);
   rebuild_lists();
   return 0;
@@ -574,14 +748,43 @@ int Daemon::do_create_qp(Session &s, const ctl::Message &m, Reply &r) {
       return -EINVAL;
     q->has_rq = true;
   }
-  const uint32_t qpn = eng_.create_qp(init);
-  if (qpn == 0) return -ENOMEM;
-  q->qpn = qpn;
+  // Placement: the worker its CQs / SRQ are bound to, else the least loaded one.
+  Cq *scq = s.cqs[p.send_cq].get(), *rcq = s.cqs[p.recv_cq].get();
+  Srq *srq = p.srq ? s.srqs[p.srq].get() : nullptr;
+  const int bound[3] = {scq->worker, rcq->worker, srq ? srq->worker : kUnbound};
+  const int w = place_qp(bound, 3, load_.data(), load_.size());
+  if (w == kUnbound) return -EINVAL;  // its CQs / SRQ already live on different workers
+  q->worker = static_cast<unsigned>(w);
   q->owner = &s;
   q->type = init.qp_type;
-  q->scq = s.cqs[p.send_cq].get();
-  q->rcq = s.cqs[p.recv_cq].get();
+  q->scq = scq;
+  q->rcq = rcq;
   q->srq = p.srq;
+  q->pd = p.pd;
+  uint32_t qpn = 0;
+  run_on(q->worker, [&] {
+    Worker &W = *w_[q->worker];
+    qpn = W.eng->create_qp(init);
+    if (qpn == 0) return;
+    q->qpn = qpn;
+    W.qp_by_index[qpn - W.qpn_base] = q.get();
+    W.cq_by_handle[scq->handle] = scq;
+    W.cq_by_handle[rcq->handle] = rcq;
+    if (srq && srq->worker == kUnbound) {
+      W.srq_by_handle[srq->handle] = srq;
+      activate_srq(W, *srq);  // WQEs posted before it was bound
+    }
+  });
+  if (qpn == 0) return -ENOMEM;
+  scq->worker = rcq->worker = w;
+  ++scq->qp_refs;
+  ++rcq->qp_refs;
+  if (srq) {
+    srq->worker = w;
+    ++srq->qp_refs;
+  }
+  ++s.pd_qps[p.pd];
+  ++load_[q->worker];
   ctl::CreateQpReply rep{};
   rep.qpn = qpn;
   rep.max_send_wr = p.max_send_wr;
@@ -594,7 +797,7 @@ int Daemon::do_create_qp(Session &s, const ctl::Message &m, Reply &r) {
   r.set(rep);
   r.fd(q->sq_mem.mem.memfd.fd());
   if (q->has_rq) r.fd(q->rq_mem.mem.memfd.fd());
-  qp_by_index_[qpn - eng_.config().qpn_base] = q.get();
+  qp_main_[w][qpn - w_[w]->qpn_base] = q.get();
   s.qps[qpn] = std::move(q);
   return 0;
 }
@@ -648,16 +851,20 @@ int Daemon::do_modify_qp(Session &s, const ctl::Message &m) {
     const int rc = path_from_ah(x.ah_attr, &a.ah);
     if (rc) return rc;
   }
-  const int rc = eng_.modify_qp(q.qpn, a, p.attr_mask);
-  if (rc) return -rc;
-  if (p.attr_mask & transport::kQpState) q.err = a.qp_state == QpState::kErr;
-  // WQEs posted before RTS (or while the QP was being reset) are looked at again.
-  if (q.sq.available(1) != 0 || (q.has_rq && q.rq.available(1) != 0)) {
-    q.sq_rung = true;
-    q.rq_rung = q.has_rq;
-    activate(q);
-  }
-  return 0;
+  int rc = 0;
+  run_on(q.worker, [&] {
+    Worker &W = *w_[q.worker];
+    rc = W.eng->modify_qp(q.qpn, a, p.attr_mask);
+    if (rc) return;
+    if (p.attr_mask & transport::kQpState) q.err = a.qp_state == QpState::kErr;
+    // WQEs posted before RTS (or while the QP was being reset) are looked at again.
+    if (q.sq.available(1) != 0 || (q.has_rq && q.rq.available(1) != 0)) {
+      q.sq_rung = true;
+      q.rq_rung = q.has_rq;
+      activate(W, q);
+    }
+  });
+  return -rc;
 }
 
 int Daemon::do_query_qp(Session &s, const ctl::Message &m, Reply &r) {
@@ -665,7 +872,9 @@ int Daemon::do_query_qp(Session &s, const ctl::Message &m, Reply &r) {
   if (!m.payload_as(&h) || !s.qps.count(h.handle)) return -EINVAL;
   transport::QpAttr a;
   transport::QpInitAttr init;
-  const int rc = eng_.query_qp(h.handle, &a, &init);
+  const unsigned ow = s.qps[h.handle]->worker;
+  int rc = 0;
+  run_on(ow, [&] { rc = w_[ow]->eng->query_qp(h.handle, &a, &init); });
   if (rc) return -rc;
   ctl::QueryQpReply rep{};
   ctl::QpAttrPayload &x = rep.attr;
@@ -742,14 +951,24 @@ int Daemon::do_create_srq(Session &s, const ctl::Message &m, Reply &r) {
   if (rc) return rc;
   if (q->ring.attach(q->mem.mem.map.addr(), q->mem.geo.bytes, slot, slots) != shm::RingError::kOk)
     return -EINVAL;
-  q->handle = eng_.create_srq(p.pd, p.max_wr, p.max_sge);
+  q->handle = replicate(
+      [&p](transport::EngineCore &e) -> uint32_t {
+        try {
+          return e.create_srq(p.pd, p.max_wr, p.max_sge);
+        } catch (const std::bad_alloc &) {
+          return 0;
+        }
+      },
+      [](transport::EngineCore &e, uint32_t h) { e.destroy_srq(h); });
   if (q->handle == 0) return -ENOMEM;
   if (p.srq_limit) {
-    rc = eng_.modify_srq(q->handle, p.srq_limit);
+    run_on(0, [&] { rc = w_[0]->eng->modify_srq(q->handle, p.srq_limit); });
     if (rc) {
-      eng_.destroy_srq(q->handle);
+      on_all([&](transport::EngineCore &e) { e.destroy_srq(q->handle); });
       return -rc;
     }
+    for (unsigned w = 1; w < w_.size(); ++w)
+      run_on(w, [&] { w_[w]->eng->modify_srq(q->handle, p.srq_limit); });
   }
   q->owner = &s;
   ctl::CreateSrqReply rep{};
@@ -769,17 +988,9 @@ int Daemon::do_destroy_srq(Session &s, const ctl::Message &m) {
   if (!m.payload_as(&h)) return -EINVAL;
   auto it = s.srqs.find(h.handle);
   if (it == s.srqs.end()) return -EINVAL;
-  const int rc = eng_.destroy_srq(h.handle);
-  if (rc) return -rc;
   Srq &q = *it->second;
-  if (q.active) {
-    if (q.act_prev)
-      q.act_prev->act_next = q.act_next;
-    else
-      srq_act_head_ = q.act_next;
-    if (q.act_next) q.act_next->act_prev = q.act_prev;
-  }
-  srq_by_handle_[h.handle] = nullptr;
+  if (q.qp_refs) return -EBUSY;  // checked here: the QPs are in their owner's engine only
+  destroy_srq_obj(q);
   s.srqs.erase(it);
   return 0;
 }
@@ -790,7 +1001,8 @@ int Daemon::do_create_ah(Session &s, const ctl::Message &m, Reply &r) {
   transport::AhAttr a;
   const int rc = path_from_ah(p.attr, &a.path);
   if (rc) return rc;
-  const uint32_t ah = eng_.create_ah(p.pd, a);
+  const uint32_t ah = replicate([&](transport::EngineCore &e) { return e.create_ah(p.pd, a); },
+                                [](transport::EngineCore &e, uint32_t h) { e.destroy_ah(h); });
   if (ah == 0) return -ENOMEM;
   s.ahs.insert(ah);
   r.set(ctl::HandlePayload{ah, 0});
@@ -800,8 +1012,11 @@ int Daemon::do_create_ah(Session &s, const ctl::Message &m, Reply &r) {
 int Daemon::do_destroy_ah(Session &s, const ctl::Message &m) {
   ctl::HandlePayload h{};
   if (!m.payload_as(&h) || !s.ahs.count(h.handle)) return -EINVAL;
-  const int rc = eng_.destroy_ah(h.handle);
+  int rc = 0;
+  run_on(0, [&] { rc = w_[0]->eng->destroy_ah(h.handle); });
   if (rc) return -rc;
+  for (unsigned w = 1; w < w_.size(); ++w)
+    run_on(w, [&] { w_[w]->eng->destroy_ah(h.handle); });
   s.ahs.erase(h.handle);
   return 0;
 }
@@ -825,29 +1040,58 @@ void Daemon::snapshot_stats() {
   add_stat(v, "daemon.qps", qps);
   add_stat(v, "daemon.srqs", srqs);
   add_stat(v, "daemon.ahs", ahs);
-  add_stat(v, "daemon.sessions_opened", ctr_.sessions_opened);
-  add_stat(v, "daemon.sessions_closed", ctr_.sessions_closed);
-  add_stat(v, "bridge.doorbells", ctr_.doorbells);
-  add_stat(v, "bridge.bad_doorbells", ctr_.bad_doorbells);
-  add_stat(v, "bridge.send_wqes", ctr_.send_wqes);
-  add_stat(v, "bridge.recv_wqes", ctr_.recv_wqes);
-  add_stat(v, "bridge.bad_wqes", ctr_.bad_wqes);
-  add_stat(v, "bridge.flushed_wqes", ctr_.flushed_wqes);
-  add_stat(v, "bridge.corrupt_rings", ctr_.corrupt_rings);
-  add_stat(v, "bridge.cqes", ctr_.cqes);
-  add_stat(v, "bridge.cqe_lost", ctr_.cqe_lost);
-  add_stat(v, "bridge.cq_events", ctr_.cq_events);
-  add_stat(v, "bridge.cq_passes", ctr_.cq_passes);
-  add_stat(v, "bridge.async_events", ctr_.async_events);
-  add_stat(v, "bridge.async_unrouted", ctr_.async_unrouted);
-  add_stat(v, "bridge.async_lost", ctr_.async_lost);
-  const transport::EngineCounters &e = eng_.counters();
+  const BridgeCounters ctr = counters();
+  add_stat(v, "daemon.workers", w_.size());
+  add_stat(v, "daemon.sessions_opened", ctr.sessions_opened);
+  add_stat(v, "daemon.sessions_closed", ctr.sessions_closed);
+  add_stat(v, "bridge.doorbells", ctr.doorbells);
+  add_stat(v, "bridge.bad_doorbells", ctr.bad_doorbells);
+  add_stat(v, "bridge.send_wqes", ctr.send_wqes);
+  add_stat(v, "bridge.recv_wqes", ctr.recv_wqes);
+  add_stat(v, "bridge.bad_wqes", ctr.bad_wqes);
+  add_stat(v, "bridge.flushed_wqes", ctr.flushed_wqes);
+  add_stat(v, "bridge.corrupt_rings", ctr.corrupt_rings);
+  add_stat(v, "bridge.cqes", ctr.cqes);
+  add_stat(v, "bridge.cqe_lost", ctr.cqe_lost);
+  add_stat(v, "bridge.cq_events", ctr.cq_events);
+  add_stat(v, "bridge.cq_passes", ctr.cq_passes);
+  add_stat(v, "bridge.async_events", ctr.async_events);
+  add_stat(v, "bridge.async_unrouted", ctr.async_unrouted);
+  add_stat(v, "bridge.async_lost", ctr.async_lost);
+  add_stat(v, "bridge.doorbells_forwarded", ctr.doorbells_forwarded);
+  // Every engine's counters, each copied on its own worker.
+  transport::EngineCounters e;
+  uint64_t active = 0;
+  for (unsigned w = 0; w < w_.size(); ++w) {
+    transport::EngineCounters x;
+    uint32_t act = 0;
+    run_on(w, [&] {
+      x = w_[w]->eng->counters();
+      act = w_[w]->eng->active_qps();
+    });
+    e.rx_pkts += x.rx_pkts;
+    e.tx_pkts += x.tx_pkts;
+    e.tx_backpressure += x.tx_backpressure;
+    e.acks_coalesced += x.acks_coalesced;
+    e.cq_overflows += x.cq_overflows;
+    for (size_t i = 0; i < static_cast<size_t>(transport::DropReason::kCount); ++i)
+      e.drops[i] += x.drops[i];
+    for (size_t i = 0; i < static_cast<size_t>(wire::ParseError::kCount); ++i)
+      e.parse_errors[i] += x.parse_errors[i];
+    active += act;
+    if (w_.size() > 1) {
+      const std::string pre = "worker." + std::to_string(w) + ".";
+      add_stat(v, pre + "qps", load_[w]);
+      add_stat(v, pre + "rx_pkts", x.rx_pkts);
+      add_stat(v, pre + "tx_pkts", x.tx_pkts);
+    }
+  }
   add_stat(v, "engine.rx_pkts", e.rx_pkts);
   add_stat(v, "engine.tx_pkts", e.tx_pkts);
   add_stat(v, "engine.tx_backpressure", e.tx_backpressure);
   add_stat(v, "engine.acks_coalesced", e.acks_coalesced);
   add_stat(v, "engine.cq_overflows", e.cq_overflows);
-  add_stat(v, "engine.active_qps", eng_.active_qps());
+  add_stat(v, "engine.active_qps", active);
   for (size_t i = 0; i < static_cast<size_t>(transport::DropReason::kCount); ++i)
     add_stat(v, std::string("engine.drop.") + kDropNames[i], e.drops[i]);
   for (size_t i = 0; i < static_cast<size_t>(wire::ParseError::kCount); ++i)
@@ -866,13 +1110,22 @@ void Daemon::snapshot_stats() {
     add_stat(v, pre + "cqs", s.cqs.size());
     for (auto &qkv : s.qps) {
       const uint32_t qpn = qkv.first;
-      const transport::QpCounters *c = eng_.qp_counters(qpn);
-      if (c == nullptr) continue;
+      const unsigned ow = qkv.second->worker;
+      transport::QpCounters cc;
+      const transport::QpCounters *c = nullptr;
       transport::QpAttr a;
       transport::QpInitAttr init;
-      eng_.query_qp(qpn, &a, &init);
+      run_on(ow, [&] {
+        const transport::QpCounters *x = w_[ow]->eng->qp_counters(qpn);
+        if (x == nullptr) return;
+        cc = *x;
+        c = &cc;
+        w_[ow]->eng->query_qp(qpn, &a, &init);
+      });
+      if (c == nullptr) continue;
       const std::string q = "qp." + std::to_string(qpn) + ".";
       add_stat(v, q + "session", s.id);
+      add_stat(v, q + "worker", ow);
       add_stat(v, q + "type", static_cast<uint64_t>(init.qp_type));
       add_stat(v, q + "state", static_cast<uint64_t>(a.qp_state));
       add_stat(v, q + "tx_pkts", c->tx_pkts);
@@ -916,35 +1169,48 @@ int Daemon::do_stats(const ctl::Message &m, Reply &r) {
 // ---------------------------------------------------------------------------------------------
 // The bridge (data path: no allocation, no exceptions, no locks, no output)
 // ---------------------------------------------------------------------------------------------
-void Daemon::activate(Qp &q) noexcept {
+namespace {
+template <class T>
+void link_front(T &q, T *&head) noexcept {
   if (q.active) return;
   q.active = true;
   q.act_prev = nullptr;
-  q.act_next = act_head_;
-  if (act_head_) act_head_->act_prev = &q;
-  act_head_ = &q;
+  q.act_next = head;
+  if (head) head->act_prev = &q;
+  head = &q;
+}
+}  // namespace
+
+void Daemon::activate(Worker &W, Qp &q) noexcept {
+  link_front(q, W.act_head);
 }
 
-void Daemon::qp_to_error(Qp &q) noexcept {
+void Daemon::activate_srq(Worker &W, Srq &s) noexcept {
+  link_front(s, W.srq_act_head);
+}
+
+void Daemon::qp_to_error(Worker &W, Qp &q) noexcept {
   transport::QpAttr a;
   a.qp_state = QpState::kErr;
-  eng_.modify_qp(q.qpn, a, transport::kQpState);
+  W.eng->modify_qp(q.qpn, a, transport::kQpState);
   q.err = true;
 }
 
 // A WQE the engine cannot take: the QP goes to ERR (the engine flushes what it holds, and
 // those completions are moved first, keeping the CQ in posting order), then this WQE
 // completes with `st` (FLUSH_ERR if the QP was already in error).
-void Daemon::fail_wqe(Qp &q, Cq *cq, uint64_t wr_id, WcStatus st, WcOpcode op, bool recv) noexcept {
+void Daemon::fail_wqe(Worker &W, Qp &q, Cq *cq, uint64_t wr_id, WcStatus st, WcOpcode op,
+                      bool recv) noexcept {
+  BridgeCounters &ctr_ = W.ctr;  // this worker's share
   if (q.err) {
     st = WcStatus::kWrFlushErr;
     ++ctr_.flushed_wqes;
   } else {
     ++ctr_.bad_wqes;
-    qp_to_error(q);
+    qp_to_error(W, q);
   }
-  if (q.scq) move_cq(*q.scq);
-  if (q.rcq && q.rcq != q.scq) move_cq(*q.rcq);
+  if (q.scq) move_cq(W, *q.scq);
+  if (q.rcq && q.rcq != q.scq) move_cq(W, *q.rcq);
   if (cq == nullptr) return;
   abi::Cqe e{};
   e.wr_id = wr_id;
@@ -962,7 +1228,8 @@ void Daemon::fail_wqe(Qp &q, Cq *cq, uint64_t wr_id, WcStatus st, WcOpcode op, b
   }
 }
 
-bool Daemon::drain_sq(Qp &q) noexcept {
+bool Daemon::drain_sq(Worker &W, Qp &q) noexcept {
+  BridgeCounters &ctr_ = W.ctr;  // this worker's share
   alignas(64) uint8_t slot[kMaxSendSlot];
   transport::SendWr wr;
   const uint32_t ssize = q.sq.slot_size();
@@ -1011,27 +1278,29 @@ bool Daemon::drain_sq(Qp &q) noexcept {
     }
     if (ok) {
       // On a QP in ERR the engine takes the WQE and flushes it, in order.
-      const int rc = eng_.post_send(q.qpn, wr);
+      const int rc = W.eng->post_send(q.qpn, wr);
       if (rc == ENOMEM) return true;  // the engine's queue is full: retry on a later pass
       if (rc == 0)
         ++ctr_.send_wqes;
       else
         ok = false;
     }
-    if (!ok) fail_wqe(q, q.scq, h.wr_id, st, wc_opcode_of(static_cast<WrOpcode>(h.opcode)), false);
+    if (!ok)
+      fail_wqe(W, q, q.scq, h.wr_id, st, wc_opcode_of(static_cast<WrOpcode>(h.opcode)), false);
     q.sq.consume(1);
     ++done;
   }
   if (q.sq.corrupt()) {
     ++ctr_.corrupt_rings;
-    if (!q.err) qp_to_error(q);
+    if (!q.err) qp_to_error(W, q);
     return false;
   }
   if (done == opt_.wqe_budget) return true;
   return q.sq.release_notify();
 }
 
-bool Daemon::drain_rq(Qp &q) noexcept {
+bool Daemon::drain_rq(Worker &W, Qp &q) noexcept {
+  BridgeCounters &ctr_ = W.ctr;  // this worker's share
   alignas(64) uint8_t slot[512];
   transport::RecvWr wr;
   const uint32_t rsize = q.rq.slot_size();
@@ -1042,24 +1311,24 @@ bool Daemon::drain_rq(Qp &q) noexcept {
     abi::RecvWqeHeader h;
     std::memcpy(&h, slot, sizeof h);
     if (h.reserved != 0 || h.num_sge > max_sge || h.num_sge > transport::kMaxSge) {
-      fail_wqe(q, q.rcq, h.wr_id, WcStatus::kLocLenErr, WcOpcode::kRecv, true);
+      fail_wqe(W, q, q.rcq, h.wr_id, WcStatus::kLocLenErr, WcOpcode::kRecv, true);
     } else {
       wr.wr_id = h.wr_id;
       wr.num_sge = h.num_sge;
       std::memcpy(wr.sg_list, slot + sizeof h, h.num_sge * sizeof(abi::Sge));
-      const int rc = eng_.post_recv(q.qpn, wr);
+      const int rc = W.eng->post_recv(q.qpn, wr);
       if (rc == ENOMEM) return true;
       if (rc == 0)
         ++ctr_.recv_wqes;
       else
-        fail_wqe(q, q.rcq, h.wr_id, WcStatus::kLocQpOpErr, WcOpcode::kRecv, true);
+        fail_wqe(W, q, q.rcq, h.wr_id, WcStatus::kLocQpOpErr, WcOpcode::kRecv, true);
     }
     q.rq.consume(1);
     ++done;
   }
   if (q.rq.corrupt()) {
     ++ctr_.corrupt_rings;
-    if (!q.err) qp_to_error(q);
+    if (!q.err) qp_to_error(W, q);
     return false;
   }
   if (done == opt_.wqe_budget) return true;
@@ -1068,7 +1337,8 @@ bool Daemon::drain_rq(Qp &q) noexcept {
 
 // SRQ WQEs belong to no QP: a malformed one is counted and dropped, and the app gets
 // IBV_EVENT_SRQ_ERR for the SRQ.
-bool Daemon::drain_srq(Srq &s) noexcept {
+bool Daemon::drain_srq(Worker &W, Srq &s) noexcept {
+  BridgeCounters &ctr_ = W.ctr;  // this worker's share
   alignas(64) uint8_t slot[512];
   transport::RecvWr wr;
   const uint32_t rsize = s.ring.slot_size();
@@ -1080,18 +1350,18 @@ bool Daemon::drain_srq(Srq &s) noexcept {
     std::memcpy(&h, slot, sizeof h);
     if (h.reserved != 0 || h.num_sge > max_sge || h.num_sge > transport::kMaxSge) {
       ++ctr_.bad_wqes;
-      queue_async(s.owner, static_cast<uint32_t>(transport::AsyncEvent::kSrqErr), s.handle);
+      emit_async(W, static_cast<uint32_t>(transport::AsyncEvent::kSrqErr), s.handle);
     } else {
       wr.wr_id = h.wr_id;
       wr.num_sge = h.num_sge;
       std::memcpy(wr.sg_list, slot + sizeof h, h.num_sge * sizeof(abi::Sge));
-      const int rc = eng_.post_srq_recv(s.handle, wr);
+      const int rc = W.eng->post_srq_recv(s.handle, wr);
       if (rc == ENOMEM) return true;
       if (rc == 0) {
         ++ctr_.recv_wqes;
       } else {
         ++ctr_.bad_wqes;
-        queue_async(s.owner, static_cast<uint32_t>(transport::AsyncEvent::kSrqErr), s.handle);
+        emit_async(W, static_cast<uint32_t>(transport::AsyncEvent::kSrqErr), s.handle);
       }
     }
     s.ring.consume(1);
@@ -1099,81 +1369,131 @@ bool Daemon::drain_srq(Srq &s) noexcept {
   }
   if (s.ring.corrupt()) {
     ++ctr_.corrupt_rings;
-    queue_async(s.owner, static_cast<uint32_t>(transport::AsyncEvent::kSrqErr), s.handle);
+    emit_async(W, static_cast<uint32_t>(transport::AsyncEvent::kSrqErr), s.handle);
     return false;
   }
   if (done == opt_.wqe_budget) return true;
   return s.ring.release_notify();
 }
 
-uint32_t Daemon::bridge_in() noexcept {
-  const uint32_t base = eng_.config().qpn_base;
+// Main: every session's doorbell ring. A doorbell for a QP / SRQ of worker 0 activates it here;
+// one for another worker's goes to that worker's forward ring, at most one per QP and kind in
+// flight: main sets the kind's db_pending bit with an acq_rel fetch_or and forwards only on a
+// 0 -> 1 change; the worker clears it with an acq_rel fetch_and *before* draining the rings.
+// If main finds the bit set, the worker has not cleared it yet: the worker's fetch_and then
+// reads main's fetch_or (read-modify-writes of one atomic form a release sequence), so main's
+// fetch_or synchronizes with it, and main's pop of the app's doorbell (an acquire pairing with
+// the app's release push, which follows its WQE writes) happens-before the worker's drain,
+// which therefore sees those WQEs. Dropping the duplicate loses nothing, and the forward ring
+// (2 * max_qp + max_srq slots) cannot fill.
+void Daemon::main_doorbells() noexcept {
+  Worker &W0 = *w_[0];
   for (Session *s : live_sessions_) {
     if (!s->has_db) continue;
     abi::Doorbell db[64];
     const uint32_t want = opt_.doorbell_budget < 64 ? opt_.doorbell_budget : 64;
     const size_t n = s->db.pop_burst(db, want);
     for (size_t i = 0; i < n; ++i) {
-      ++ctr_.doorbells;
+      ++mctr_.doorbells;
       const abi::Doorbell d = db[i];
       if (d.kind == abi::kDoorbellRq && (d.qpn & kSrqDoorbellBit)) {
         const uint32_t h = d.qpn & ~kSrqDoorbellBit;
         Srq *q = h < srq_by_handle_.size() ? srq_by_handle_[h] : nullptr;
         if (q == nullptr || q->owner != s) {
-          ++ctr_.bad_doorbells;
+          ++mctr_.bad_doorbells;
           continue;
         }
-        if (!q->active) {
-          q->active = true;
-          q->act_prev = nullptr;
-          q->act_next = srq_act_head_;
-          if (srq_act_head_) srq_act_head_->act_prev = q;
-          srq_act_head_ = q;
+        if (q->worker == kUnbound) {  // rung before any QP uses it: it lives on worker 0
+          q->worker = 0;
+          W0.srq_by_handle[h] = q;
+        }
+        if (q->worker == 0) {
+          activate_srq(W0, *q);
+        } else if ((q->db_pending.fetch_or(1, std::memory_order_acq_rel) & 1) == 0) {
+          if (w_[q->worker]->db_in->push(d))
+            ++mctr_.doorbells_forwarded;
+          else
+            ++mctr_.bad_doorbells;  // cannot happen (sized for it); counted, never silent
         }
         continue;
       }
-      const uint32_t idx = d.qpn - base;
-      Qp *q = idx < qp_by_index_.size() ? qp_by_index_[idx] : nullptr;
+      Qp *q = main_qp(d.qpn);
       if (q == nullptr || q->owner != s ||
           (d.kind != abi::kDoorbellSq && d.kind != abi::kDoorbellRq) ||
           (d.kind == abi::kDoorbellRq && !q->has_rq)) {
-        ++ctr_.bad_doorbells;
+        ++mctr_.bad_doorbells;
         continue;
       }
-      if (d.kind == abi::kDoorbellSq)
-        q->sq_rung = true;
-      else
-        q->rq_rung = true;
-      activate(*q);
+      if (q->worker == 0) {
+        if (d.kind == abi::kDoorbellSq)
+          q->sq_rung = true;
+        else
+          q->rq_rung = true;
+        activate(W0, *q);
+        continue;
+      }
+      const uint8_t bit = d.kind == abi::kDoorbellSq ? 1 : 2;
+      if ((q->db_pending.fetch_or(bit, std::memory_order_acq_rel) & bit) == 0) {
+        if (w_[q->worker]->db_in->push(d))
+          ++mctr_.doorbells_forwarded;
+        else
+          ++mctr_.bad_doorbells;
+      }
     }
   }
-  uint32_t before =
+}
+
+uint32_t Daemon::bridge_in(unsigned w) noexcept {
+  Worker &W = *w_[w];
+  BridgeCounters &ctr_ = W.ctr;  // this worker's share
+  if (w == 0) {
+    main_doorbells();
+  } else {
+    abi::Doorbell db[64];
+    size_t n;
+    while ((n = W.db_in->pop_burst(db, 64)) != 0) {
+      for (size_t i = 0; i < n; ++i) {
+        const abi::Doorbell d = db[i];
+        if (d.qpn & kSrqDoorbellBit) {
+          const uint32_t h = d.qpn & ~kSrqDoorbellBit;
+          Srq *q = h < W.srq_by_handle.size() ? W.srq_by_handle[h] : nullptr;
+          if (q == nullptr) {
+            ++ctr_.bad_doorbells;
+            continue;
+          }
+          q->db_pending.fetch_and(static_cast<uint8_t>(~1u), std::memory_order_acq_rel);
+          activate_srq(W, *q);
+          continue;
+        }
+        const uint32_t idx = d.qpn - W.qpn_base;
+        Qp *q = idx < W.qp_by_index.size() ? W.qp_by_index[idx] : nullptr;
+        if (q == nullptr) {  // destroyed since main forwarded it
+          ++ctr_.bad_doorbells;
+          continue;
+        }
+        const uint8_t bit = d.kind == abi::kDoorbellSq ? 1 : 2;
+        q->db_pending.fetch_and(static_cast<uint8_t>(~bit), std::memory_order_acq_rel);
+        if (bit == 1)
+          q->sq_rung = true;
+        else
+          q->rq_rung = true;
+        activate(W, *q);
+      }
+    }
+  }
+  const uint32_t before =
       static_cast<uint32_t>(ctr_.send_wqes + ctr_.recv_wqes + ctr_.bad_wqes + ctr_.flushed_wqes);
   // Receive queues first, so a request arriving with the next RX burst finds its buffer.
-  for (Srq *s = srq_act_head_; s != nullptr;) {
+  for (Srq *s = W.srq_act_head; s != nullptr;) {
     Srq *next = s->act_next;
-    if (!drain_srq(*s)) {
-      if (s->act_prev)
-        s->act_prev->act_next = s->act_next;
-      else
-        srq_act_head_ = s->act_next;
-      if (s->act_next) s->act_next->act_prev = s->act_prev;
-      s->active = false;
-    }
+    if (!drain_srq(W, *s)) unlink(*s, W.srq_act_head);
     s = next;
   }
-  for (Qp *q = act_head_; q != nullptr;) {
+  for (Qp *q = W.act_head; q != nullptr;) {
     Qp *next = q->act_next;
-    if (q->rq_rung && !drain_rq(*q)) q->rq_rung = false;
-    if (q->sq_rung && !drain_sq(*q)) q->sq_rung = false;
-    if (!q->sq_rung && !q->rq_rung) {
-      if (q->act_prev)
-        q->act_prev->act_next = q->act_next;
-      else
-        act_head_ = q->act_next;
-      if (q->act_next) q->act_next->act_prev = q->act_prev;
-      q->active = false;
-    }
+    if (q->rq_rung && !drain_rq(W, *q)) q->rq_rung = false;
+    if (q->sq_rung && !drain_sq(W, *q)) q->sq_rung = false;
+    if (!q->sq_rung && !q->rq_rung) unlink(*q, W.act_head);
     q = next;
   }
   return static_cast<uint32_t>(ctr_.send_wqes + ctr_.recv_wqes + ctr_.bad_wqes +
@@ -1182,18 +1502,19 @@ uint32_t Daemon::bridge_in() noexcept {
 }
 
 // The app broke its consumer index: the CQ is unusable; IBV_EVENT_CQ_ERR once.
-bool Daemon::cq_ring_broken(Cq &c) noexcept {
+bool Daemon::cq_ring_broken(Worker &W, Cq &c) noexcept {
   if (!c.ring.corrupt()) return false;
   if (!c.err_reported) {
     c.err_reported = true;
-    ++ctr_.corrupt_rings;
-    queue_async(c.owner, static_cast<uint32_t>(transport::AsyncEvent::kCqErr), c.handle);
+    ++W.ctr.corrupt_rings;
+    emit_async(W, static_cast<uint32_t>(transport::AsyncEvent::kCqErr), c.handle);
   }
   return true;
 }
 
-uint32_t Daemon::move_cq(Cq &c) noexcept {
-  if (cq_ring_broken(c)) return 0;
+uint32_t Daemon::move_cq(Worker &W, Cq &c) noexcept {
+  BridgeCounters &ctr_ = W.ctr;  // this worker's share
+  if (cq_ring_broken(W, c)) return 0;
   transport::Wc wc[kCqBurst];
   uint32_t moved = 0;
   bool urgent = false;
@@ -1201,7 +1522,7 @@ uint32_t Daemon::move_cq(Cq &c) noexcept {
     const size_t fr = c.ring.free_slots(kCqBurst);
     if (fr == 0) break;
     const uint32_t want = fr < kCqBurst ? static_cast<uint32_t>(fr) : kCqBurst;
-    const uint32_t k = eng_.poll_cq(c.handle, wc, want);
+    const uint32_t k = W.eng->poll_cq(c.handle, wc, want);
     if (k == 0) break;
     const size_t got = c.ring.reserve(k);  // == k: free_slots said so
     for (size_t i = 0; i < got; ++i) {
@@ -1232,7 +1553,7 @@ uint32_t Daemon::move_cq(Cq &c) noexcept {
   }
   // free_slots() may have found the index broken just now (the dirty list will not bring
   // this CQ back unless another completion arrives).
-  cq_ring_broken(c);
+  cq_ring_broken(W, c);
   if (moved) {
     ctr_.cqes += moved;
     if (c.ring.take_arm(urgent)) {
@@ -1243,42 +1564,56 @@ uint32_t Daemon::move_cq(Cq &c) noexcept {
   return moved;
 }
 
-// Engine async events go to the session owning the object they name (ibv_get_async_event).
-void Daemon::route_async_events() noexcept {
-  transport::AsyncEventRecord ev;
-  while (eng_.poll_async_event(&ev)) {
-    Session *owner = nullptr;
-    const uint32_t h = ev.handle;
-    switch (ev.type) {
-      case transport::AsyncEvent::kCqErr:
-        if (h < cq_by_handle_.size() && cq_by_handle_[h]) owner = cq_by_handle_[h]->owner;
-        break;
-      case transport::AsyncEvent::kSrqErr:
-      case transport::AsyncEvent::kSrqLimitReached:
-        if (h < srq_by_handle_.size() && srq_by_handle_[h]) owner = srq_by_handle_[h]->owner;
-        break;
-      default: {  // QP events
-        const uint32_t idx = h - eng_.config().qpn_base;
-        if (idx < qp_by_index_.size() && qp_by_index_[idx]) owner = qp_by_index_[idx]->owner;
-        break;
-      }
-    }
-    if (owner == nullptr) {
-      ++ctr_.async_unrouted;
-      continue;
-    }
-    queue_async(owner, static_cast<uint32_t>(ev.type), h);
+// Main: an engine async event goes to the session owning the object it names
+// (ibv_get_async_event).
+void Daemon::route_event(uint32_t type, uint32_t h) noexcept {
+  Session *owner = nullptr;
+  switch (static_cast<transport::AsyncEvent>(type)) {
+    case transport::AsyncEvent::kCqErr:
+      if (h < cq_by_handle_.size() && cq_by_handle_[h]) owner = cq_by_handle_[h]->owner;
+      break;
+    case transport::AsyncEvent::kSrqErr:
+    case transport::AsyncEvent::kSrqLimitReached:
+      if (h < srq_by_handle_.size() && srq_by_handle_[h]) owner = srq_by_handle_[h]->owner;
+      break;
+    default:  // QP events
+      if (Qp *q = main_qp(h)) owner = q->owner;
+      break;
+  }
+  if (owner == nullptr) {
+    ++mctr_.async_unrouted;
+    return;
+  }
+  queue_async(owner, type, h);
+}
+
+// Worker W: an event for main (direct on worker 0, else through W's event ring).
+void Daemon::emit_async(Worker &W, uint32_t type, uint32_t handle) noexcept {
+  if (W.id == 0) {
+    route_event(type, handle);
+  } else if (!W.ev_out->push(AsyncItem{type, handle})) {
+    ++W.ctr.async_lost;
+  }
+}
+
+void Daemon::forward_events() noexcept {
+  for (size_t w = 1; w < w_.size(); ++w) {
+    AsyncItem it[32];
+    size_t n;
+    while ((n = w_[w]->ev_out->pop_burst(it, 32)) != 0)
+      for (size_t i = 0; i < n; ++i)
+        route_event(it[i].type, it[i].handle);
   }
 }
 
 void Daemon::queue_async(Session *owner, uint32_t type, uint32_t handle) noexcept {
   if (owner->async_n == ctl::kMaxAsyncEvents) {
     ++owner->async_lost;
-    ++ctr_.async_lost;
+    ++mctr_.async_lost;
     return;
   }
   owner->async_q[owner->async_n++] = {type, handle};
-  ++ctr_.async_events;
+  ++mctr_.async_events;
   if (owner->async_ev.valid()) owner->async_ev.signal();
 }
 
@@ -1286,26 +1621,60 @@ void Daemon::queue_async(Session *owner, uint32_t type, uint32_t handle) noexcep
 // looked at: the cost grows with the CQs that received completions, not with all CQs. A CQ
 // whose app ring was full keeps its remaining completions in the engine and is listed again
 // for the next pass (the app is behind; it costs one check per pass until it catches up).
-uint32_t Daemon::bridge_out() noexcept {
+// Only the CQs the engine listed as dirty (a completion arrived since the last pass) are
+// looked at: the cost grows with the CQs that received completions, not with all CQs. A CQ
+// whose app ring was full keeps its remaining completions in the engine and is listed again
+// for the next pass (the app is behind; it costs one check per pass until it catches up).
+uint32_t Daemon::bridge_out(unsigned w) noexcept {
+  Worker &W = *w_[w];
   uint32_t n = 0;
   uint32_t dirty[kCqBurst];
   // One snapshot batch at a time: CQs re-marked below land behind it, for the next pass.
-  uint32_t left = eng_.dirty_cq_count();
+  uint32_t left = W.eng->dirty_cq_count();
   while (left != 0) {
-    const uint32_t k = eng_.take_dirty_cqs(dirty, left < kCqBurst ? left : kCqBurst);
+    const uint32_t k = W.eng->take_dirty_cqs(dirty, left < kCqBurst ? left : kCqBurst);
     if (k == 0) break;
     left -= k;
     for (uint32_t i = 0; i < k; ++i) {
       const uint32_t h = dirty[i];
-      Cq *c = h < cq_by_handle_.size() ? cq_by_handle_[h] : nullptr;
+      Cq *c = h < W.cq_by_handle.size() ? W.cq_by_handle[h] : nullptr;
       if (c == nullptr) continue;
-      n += move_cq(*c);
-      ++ctr_.cq_passes;
-      if (!c->ring.corrupt() && eng_.cq_pending(h) != 0) eng_.mark_cq_dirty(h);
+      n += move_cq(W, *c);
+      ++W.ctr.cq_passes;
+      if (!c->ring.corrupt() && W.eng->cq_pending(h) != 0) W.eng->mark_cq_dirty(h);
     }
   }
-  route_async_events();
+  transport::AsyncEventRecord ev;
+  while (W.eng->poll_async_event(&ev))
+    emit_async(W, static_cast<uint32_t>(ev.type), ev.handle);
+  if (w == 0) forward_events();
   return n;
+}
+
+BridgeCounters Daemon::counters(bool stopped) {
+  BridgeCounters t = mctr_;
+  for (unsigned w = 0; w < w_.size(); ++w) {
+    BridgeCounters c;
+    if (stopped || w == 0)
+      c = w_[w]->ctr;
+    else
+      run_on(w, [&] { c = w_[w]->ctr; });
+    t.doorbells += c.doorbells;
+    t.bad_doorbells += c.bad_doorbells;
+    t.send_wqes += c.send_wqes;
+    t.recv_wqes += c.recv_wqes;
+    t.bad_wqes += c.bad_wqes;
+    t.flushed_wqes += c.flushed_wqes;
+    t.corrupt_rings += c.corrupt_rings;
+    t.cqes += c.cqes;
+    t.cqe_lost += c.cqe_lost;
+    t.cq_events += c.cq_events;
+    t.cq_passes += c.cq_passes;
+    t.async_events += c.async_events;
+    t.async_unrouted += c.async_unrouted;
+    t.async_lost += c.async_lost;
+  }
+  return t;
 }
 
 }  // namespace uroce::daemon

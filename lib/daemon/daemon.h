@@ -11,10 +11,19 @@
 //     memory, validated, and posted with post_send / post_recv; engine completions -> the app's
 //     CQ ring, with the CQ's eventfd written when the app armed it.
 //
-// Threading (first version): the control server and the data path run on ONE thread (uroced's
-// main lcore): the loop polls the server with timeout 0 every few iterations, so the engine's
-// control-plane calls (create / modify / destroy, which may allocate) never race the data path.
-// See doc/uroced.md for what a multi-lcore version needs.
+// Threading (doc/uroced.md, "Threading"): one engine per worker lcore. Worker 0 is uroced's main
+// lcore, which also runs the control server (the Handler callbacks), the apps' doorbell rings
+// and the routing of async events; workers 1..n-1 run only their own data path. Every object a
+// worker's data path touches is changed only on that worker: the control thread runs those
+// changes there with run_on() (a CmdChannel per worker, lcore.h), waiting for each. A QP is
+// owned by one worker for life (its QPN says which, lcore.h); PDs, MRs, AHs, CQs and SRQs are
+// created in every worker's engine (same handles everywhere: the engines get the same calls in
+// the same order); a CQ or SRQ is *bound* to the worker of the first QP that uses it (an SRQ
+// rung before that is bound to worker 0), and a QP whose CQs / SRQ are bound to different
+// workers is refused with EINVAL. Doorbells: main reads every session's doorbell ring and
+// forwards those for other workers' QPs / SRQs through an SPSC ring per worker (at most one
+// forwarded doorbell per QP and kind in flight); workers send their engine's async events to
+// main through an SPSC ring each. With one worker everything runs on main as before.
 //
 // The data path (bridge_in, bridge_out) never throws, allocates, locks or prints; the control
 // path (Handler callbacks) may allocate and reports errors as -errno in the reply status.
@@ -29,6 +38,7 @@
 #include <vector>
 
 #include "ctl/server.h"
+#include "daemon/lcore.h"
 #include "shm/eventfd.h"
 #include "shm/memfd.h"
 #include "transport/core.h"
@@ -77,14 +87,19 @@ struct BridgeCounters {
   uint64_t cq_events = 0;      // eventfd writes
   uint64_t cq_passes = 0;      // CQs looked at by bridge_out (dirty ones only)
   uint64_t sessions_opened = 0, sessions_closed = 0;
-  uint64_t async_events = 0;    // engine events queued to their session
-  uint64_t async_unrouted = 0;  // events whose object no longer exists
-  uint64_t async_lost = 0;      // a session's event queue was full
+  uint64_t async_events = 0;         // engine events queued to their session
+  uint64_t async_unrouted = 0;       // events whose object no longer exists
+  uint64_t async_lost = 0;           // a session's event queue was full
+  uint64_t doorbells_forwarded = 0;  // doorbells main passed to another worker
 };
 
 class Daemon : public ctl::Handler {
  public:
-  Daemon(transport::EngineCore &engine, PortView &port, DaemonOptions opt = {});
+  // engines[w]: worker w's engine (w == 0: the main lcore's). All built with the same
+  // EngineConfig except qpn_base == worker_qpn_base(w, base) (lcore.h).
+  Daemon(std::vector<transport::EngineCore *> engines, PortView &port, DaemonOptions opt = {});
+  Daemon(transport::EngineCore &engine, PortView &port, DaemonOptions opt = {})
+      : Daemon(std::vector<transport::EngineCore *>{&engine}, port, opt) {}
   ~Daemon() override;
   Daemon(const Daemon &) = delete;
   Daemon &operator=(const Daemon &) = delete;
@@ -92,33 +107,45 @@ class Daemon : public ctl::Handler {
   // Adds the verbs request types to the server's table.
   static void register_types(ctl::TypeTable &t) noexcept;
 
-  // ---- ctl::Handler (control path) ----
+  // ---- ctl::Handler (control path, main lcore) ----
   void on_connect(ctl::Server &, const ctl::ClientInfo &) override;
   void on_message(ctl::Server &, const ctl::ClientInfo &, ctl::Message &) override;
   void on_disconnect(ctl::Server &, const ctl::ClientInfo &, ctl::CtlError) override;
 
-  // ---- data path ----
-  // Doorbells -> rung rings -> engine. Returns the number of WQEs handled.
-  uint32_t bridge_in() noexcept;
+  // ---- data path: called by worker w's thread only (w == 0: the main lcore) ----
+  // Doorbells -> rung rings -> engine. Returns the number of WQEs handled (on worker 0 plus
+  // the doorbells read from the sessions' rings).
+  uint32_t bridge_in(unsigned w = 0) noexcept;
   // Engine completions -> CQ rings (+ eventfd), engine async events -> their session's queue
   // (+ the session's async eventfd). Returns the number of CQEs moved.
-  uint32_t bridge_out() noexcept;
+  uint32_t bridge_out(unsigned w = 0) noexcept;
+  // Worker w >= 1: runs the control operations main sent it. Returns how many ran.
+  unsigned serve_commands(unsigned w) noexcept;
 
-  // ---- introspection ----
-  const BridgeCounters &counters() const noexcept { return ctr_; }
+  // ---- control thread ----
+  unsigned workers() const noexcept { return static_cast<unsigned>(w_.size()); }
+  // Runs f() on worker w (directly when w == 0) and returns when it has run; while it waits,
+  // the wait hook runs (uroced: one step of the main loop, so worker 0 keeps going).
+  void run_on(unsigned w, const std::function<void()> &f);
+  void set_wait_hook(std::function<void()> h) { wait_hook_ = std::move(h); }
+  // Sum of every worker's counters and main's. Call on the control thread; it asks each worker
+  // for its share (run_on), unless `stopped` says the workers' threads have ended.
+  BridgeCounters counters(bool stopped = false);
+  uint32_t qps_on(unsigned w) const noexcept { return w < load_.size() ? load_[w] : 0; }
   size_t session_count() const noexcept { return sessions_.size(); }
   // Control-server client ids of the connected apps (e.g. to send them kShutdown).
   std::vector<uint64_t> session_ids() const;
   // Extra counters appended to kStats replies (uroced adds the port's).
   using StatsHook = std::function<void(std::vector<ctl::StatEntry> &)>;
   void set_stats_hook(StatsHook h) { stats_hook_ = std::move(h); }
-  // Tears every session down (daemon shutdown).
+  // Tears every session down (daemon shutdown; the workers must still be running).
   void close_all();
 
   struct Session;
   struct Cq;
   struct Qp;
   struct Srq;
+  struct Worker;
 
  private:
   // control handlers: return 0 or a negative errno; fill the reply payload / fds
@@ -143,38 +170,52 @@ class Daemon : public ctl::Handler {
   int do_destroy_ah(Session &s, const ctl::Message &m);
   int do_stats(const ctl::Message &m, Reply &r);
   int do_get_async_events(Session &s, Reply &r);
-  void route_async_events() noexcept;
+  void route_event(uint32_t type, uint32_t handle) noexcept;  // main
   void queue_async(Session *owner, uint32_t type, uint32_t handle) noexcept;
+
+  // Calls f(engine) on every worker, in order; each must return the same non-zero handle.
+  // Otherwise undo(engine, handle) runs where it succeeded, and 0 is returned.
+  uint32_t replicate(const std::function<uint32_t(transport::EngineCore &)> &f,
+                     const std::function<void(transport::EngineCore &, uint32_t)> &undo);
+  // Calls f(engine) on every worker (destroy paths: they agree, the daemon checked first).
+  void on_all(const std::function<void(transport::EngineCore &)> &f);
 
   int path_from_ah(const ctl::AhAttrPayload &a, wire::PathInfo *out);
   void destroy_qp_obj(Session &s, Qp &q);
+  void destroy_srq_obj(Srq &q);
   void destroy_session(Session &s);
   void rebuild_lists();
   void snapshot_stats();
+  Qp *main_qp(uint32_t qpn) const noexcept;
 
-  // data path helpers
-  void activate(Qp &q) noexcept;
-  bool drain_sq(Qp &q) noexcept;  // true: keep the QP active
-  bool drain_rq(Qp &q) noexcept;
-  bool drain_srq(Srq &s) noexcept;
-  void fail_wqe(Qp &q, Cq *cq, uint64_t wr_id, transport::WcStatus st, transport::WcOpcode op,
-                bool recv) noexcept;
-  void qp_to_error(Qp &q) noexcept;
-  uint32_t move_cq(Cq &c) noexcept;
-  bool cq_ring_broken(Cq &c) noexcept;
+  // data path helpers (worker W's thread)
+  void main_doorbells() noexcept;  // main: the sessions' doorbell rings
+  void forward_events() noexcept;  // main: the other workers' async events
+  void activate(Worker &W, Qp &q) noexcept;
+  void activate_srq(Worker &W, Srq &s) noexcept;
+  bool drain_sq(Worker &W, Qp &q) noexcept;  // true: keep the QP active
+  bool drain_rq(Worker &W, Qp &q) noexcept;
+  bool drain_srq(Worker &W, Srq &s) noexcept;
+  void fail_wqe(Worker &W, Qp &q, Cq *cq, uint64_t wr_id, transport::WcStatus st,
+                transport::WcOpcode op, bool recv) noexcept;
+  void qp_to_error(Worker &W, Qp &q) noexcept;
+  uint32_t move_cq(Worker &W, Cq &c) noexcept;
+  bool cq_ring_broken(Worker &W, Cq &c) noexcept;
+  void emit_async(Worker &W, uint32_t type, uint32_t handle) noexcept;
 
-  transport::EngineCore &eng_;
   PortView &port_;
   DaemonOptions opt_;
-  BridgeCounters ctr_;
+  transport::EngineConfig cfg0_;  // worker 0's engine configuration (limits)
+  BridgeCounters mctr_;           // main's share
+  std::vector<std::unique_ptr<Worker>> w_;
   std::map<uint64_t, std::unique_ptr<Session>> sessions_;
-  // Data-path lookup tables, sized at construction (no allocation on the data path).
-  std::vector<Qp *> qp_by_index_;  // qpn - qpn_base
+  // Main's lookup tables (control thread / main lcore only), sized at construction.
+  std::vector<std::vector<Qp *>> qp_main_;  // [worker][qpn - that worker's qpn_base]
+  std::vector<uint32_t> load_;              // QPs per worker
   std::vector<Srq *> srq_by_handle_;
   std::vector<Cq *> cq_by_handle_;
   std::vector<Session *> live_sessions_;  // rebuilt on connect / disconnect
-  Qp *act_head_ = nullptr;
-  Srq *srq_act_head_ = nullptr;
+  std::function<void()> wait_hook_;
   StatsHook stats_hook_;
   std::vector<ctl::StatEntry> stats_;  // snapshot served page by page
   uint32_t stats_gen_ = 0;

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "config/config.h"
 #include "port/arp.h"
@@ -58,6 +59,11 @@ struct PortCounters {
   uint64_t rx_drops[static_cast<size_t>(RxDrop::kCount)] = {};
 };
 
+// What an mbuf-taking RoCE handler did with a frame: kAccepted / kRefused (the port frees the
+// mbuf and counts rx_roce / kEngineRefused), kTaken (the handler now owns the mbuf, e.g. it was
+// handed to the lcore owning the destination QP; counted in rx_roce).
+enum class RxVerdict : uint8_t { kAccepted, kRefused, kTaken };
+
 // Handler type for rx_burst when no transport engine is attached: every RoCE frame is dropped
 // and counted as RxDrop::kNoEngine.
 struct NoEngine {};
@@ -85,9 +91,16 @@ class EthPort {
   // Receives up to kBurst frames from `queue` and dispatches them; on the port's TX queue number
   // it first dispatches the frames looped back (to our own MAC) that were queued before the
   // call. Returns the number of frames dispatched.
-  // Handler: bool(const uint8_t *frame, uint32_t len) noexcept, or NoEngine.
+  // Handler: bool(const uint8_t *frame, uint32_t len) noexcept, or
+  // RxVerdict(rte_mbuf *m, const uint8_t *frame, uint32_t len) noexcept, or NoEngine.
   template <class Handler>
   uint16_t rx_burst(uint16_t queue, Handler &&h, uint64_t now_ns) noexcept;
+  // Dispatches one frame another lcore received and passed to this port's lcore (ownership
+  // of m passes to the port), exactly as rx_burst dispatches a received one.
+  template <class Handler>
+  void rx_handed(rte_mbuf *m, Handler &&h, uint64_t now_ns) noexcept {
+    rx_one(m, h, now_ns);
+  }
 
   // ARP/ND timers (retransmissions, expiry); sends what is due. Call every millisecond or so.
   void timers(uint64_t now_ns) noexcept;
@@ -166,6 +179,15 @@ void EthPort::rx_one(rte_mbuf *m, Handler &h, uint64_t now_ns) noexcept {
     case FrameClass::kRoce:
       if constexpr (std::is_same_v<std::decay_t<Handler>, NoEngine>) {
         ++c_.rx_drops[static_cast<size_t>(RxDrop::kNoEngine)];
+      } else if constexpr (std::is_invocable_r_v<RxVerdict, Handler &, rte_mbuf *, const uint8_t *,
+                                                 uint32_t>) {
+        const RxVerdict v = h(m, frame, len);
+        if (v == RxVerdict::kRefused) {
+          ++c_.rx_drops[static_cast<size_t>(RxDrop::kEngineRefused)];
+        } else {
+          ++c_.rx_roce;
+          if (v == RxVerdict::kTaken) return;
+        }
       } else {
         if (h(frame, len)) {
           ++c_.rx_roce;

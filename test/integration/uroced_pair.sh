@@ -15,12 +15,17 @@
 #   4. SIGTERM stops both daemons with exit 0.
 # Needs root (as the other integration tests; CI runs as root). Every wait is bounded; every
 # process it starts is stopped by PID on exit; its files and DPDK runtime directories go too.
-# Usage: uroced_pair.sh PATH/TO/uroced PATH/TO/uroce-stat PATH/TO/verbs_app
+# Usage: uroced_pair.sh PATH/TO/uroced PATH/TO/uroce-stat PATH/TO/verbs_app [WORKERS]
+# WORKERS=2: both daemons run two worker lcores (0 and 1; net_memif with two queue pairs), QPs
+# are placed on both workers, and the test also checks that frames crossed between lcores
+# (worker.*.handoff_out / handoff_in, forwarded doorbells) and nothing was misrouted.
 set -uo pipefail
 
 UROCED=${1:?usage: $0 UROCED UROCE_STAT VERBS_APP}
 STAT=${2:?usage: $0 UROCED UROCE_STAT VERBS_APP}
 APP=${3:?usage: $0 UROCED UROCE_STAT VERBS_APP}
+WORKERS=${4:-1}
+case "$WORKERS" in 1|2) ;; *) echo "FAIL: WORKERS must be 1 or 2"; exit 1;; esac
 if [ "$(id -u)" != 0 ]; then
   echo "FAIL: this test needs root (like the other integration tests); CI runs as root"
   exit 1
@@ -63,13 +68,16 @@ cleanup() {
 trap cleanup EXIT
 
 # Daemon A: memif server, lcore 0. Daemon B: memif client, lcore 1. Both nap when idle.
+# With WORKERS=2 both run lcores 0 (main + worker 0) and 1 (worker 1).
 conf() {  # conf NAME ROLE LCORE IP
+  local lcores=$3
+  [ "$WORKERS" = 2 ] && lcores=0,1
   cat >"$WORK/uroced-$1.conf" <<EOF
 [eal]
 args = --no-huge -m 256 --no-pci --file-prefix=uroce-pair-$ID-$1 --log-level=*:notice
 [daemon]
 socket = $WORK/uroced-$1.sock
-workers = $3
+workers = $lcores
 mbufs = 4095
 idle_sleep_us = 50
 [port p0]
@@ -238,6 +246,31 @@ if grep -q transferring "$WORK/victim.log"; then
   fi
 else
   fail "victim app did not start transferring: $(cat "$WORK/victim.log")"
+fi
+
+# --- 3b. two workers: traffic crossed between the lcores of each daemon
+if [ "$WORKERS" = 2 ]; then
+  total_out=0 total_in=0
+  for d in a b; do
+    ws=$(stat $d daemon.workers)
+    [ "$ws" = 2 ] && pass "daemon $d: daemon.workers=2" || fail "daemon $d: daemon.workers='$ws'"
+    for w in 0 1; do
+      o=$(stat $d worker.$w.handoff_out); i=$(stat $d worker.$w.handoff_in)
+      m=$(stat $d worker.$w.misrouted); r=$(stat $d worker.$w.queue_rx_packets)
+      total_out=$((total_out + ${o:-0})); total_in=$((total_in + ${i:-0}))
+      [ "${m:-x}" = 0 ] || fail "daemon $d worker $w: misrouted='$m'"
+      [ "${r:-0}" -gt 0 ] && pass "daemon $d worker $w: its queue received $r frames" \
+        || fail "daemon $d worker $w: queue_rx_packets='$r'"
+      t=$(stat $d worker.$w.tx_pkts)
+      [ "${t:-0}" -gt 0 ] && pass "daemon $d worker $w: its engine sent $t packets (QPs on it)" \
+        || fail "daemon $d worker $w: engine tx_pkts='$t' (no QP placed on it?)"
+    done
+  done
+  [ "$total_out" -gt 0 ] && [ "$total_in" -gt 0 ] \
+    && pass "frames handed between lcores: handoff_out=$total_out handoff_in=$total_in" \
+    || fail "no cross-lcore hand-off: handoff_out=$total_out handoff_in=$total_in"
+  f=$(( $(stat a bridge.doorbells_forwarded) + $(stat b bridge.doorbells_forwarded) ))
+  [ "$f" -gt 0 ] && pass "doorbells forwarded to worker 1: $f" || fail "no doorbell forwarded"
 fi
 
 # --- 4. clean shutdown

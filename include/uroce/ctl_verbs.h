@@ -311,7 +311,7 @@ static_assert(sizeof(StatsReply) == 16 + 64 * kStatsPerReply && sizeof(StatsRepl
 // then asks for them. A session queues at most kMaxAsyncEvents; more are counted as lost.
 inline constexpr uint32_t kMaxAsyncEvents = 64;
 struct AsyncEventEntry {
-  uint32_t event_type;  // ibv_event_type (IBV_EVENT_QP_FATAL = 1, SRQ_LIMIT_REACHED = 17, ...)
+  uint32_t event_type;  // ibv_event_type (IBV_EVENT_QP_FATAL = 1, SRQ_LIMIT_REACHED = 15, ...)
   uint32_t handle;      // QPN, CQ or SRQ handle, as the event type says
 };
 static_assert(sizeof(AsyncEventEntry) == 8);

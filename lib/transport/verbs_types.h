@@ -181,9 +181,9 @@ enum class AsyncEvent : uint32_t {
   kQpAccessErr = 3,
   kCommEst = 4,
   kSqDrained = 5,
-  kSrqErr = 16,
-  kSrqLimitReached = 17,
-  kQpLastWqeReached = 18,
+  kSrqErr = 14,
+  kSrqLimitReached = 15,
+  kQpLastWqeReached = 16,
 };
 
 // Engine limits shared with the shim (device attributes).

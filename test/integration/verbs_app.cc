@@ -513,12 +513,12 @@ void test_srq_and_query(Side &A, Side &B) {
                           1000 + i) == 0,
           "SRQ receive %u: byte_len %u qp %u / data", i, c.byte_len, c.qp_num);
   }
-  // The SRQ went from 3 WQEs to 0: IBV_EVENT_SRQ_LIMIT_REACHED (17), once, for this SRQ.
+  // The SRQ went from 3 WQEs to 0: IBV_EVENT_SRQ_LIMIT_REACHED (15), once, for this SRQ.
   CHECK(B.ctx->wait_async_event(kWaitMs) == 1, "no async event within %d ms", kWaitMs);
   std::vector<uroce::ctl::AsyncEventEntry> ev;
   uint32_t lost = 1;
   rc = B.ctx->get_async_events(&ev, &lost);
-  CHECK(rc == 0 && ev.size() == 1 && ev[0].event_type == 17 && ev[0].handle == srq->handle &&
+  CHECK(rc == 0 && ev.size() == 1 && ev[0].event_type == 15 && ev[0].handle == srq->handle &&
             lost == 0,
         "async events: rc %d, %zu event(s), first type %u handle %u, lost %u", rc, ev.size(),
         ev.empty() ? 0u : ev[0].event_type, ev.empty() ? 0u : ev[0].handle, lost);
@@ -529,7 +529,7 @@ void test_srq_and_query(Side &A, Side &B) {
 }
 
 // Errors that belong to no QP's send queue are reported as async events: a malformed SRQ WQE
-// (IBV_EVENT_SRQ_ERR, 16) and a CQ ring whose consumer index the app broke (CQ_ERR, 0).
+// (IBV_EVENT_SRQ_ERR, 14) and a CQ ring whose consumer index the app broke (CQ_ERR, 0).
 void test_async_errors(Side &A, Side &B) {
   uroce::ctl::CreateSrqPayload sa{B.pd, 16, 1, 0};
   std::unique_ptr<uroce::client::Srq> srq;
@@ -547,7 +547,7 @@ void test_async_errors(Side &A, Side &B) {
   CHECK(B.ctx->post_srq_recv(*srq, wr) == 0, "post_srq_recv");  // rings the doorbell
   std::vector<uroce::ctl::AsyncEventEntry> ev;
   CHECK(B.ctx->wait_async_event(kWaitMs) == 1, "no SRQ error event within %d ms", kWaitMs);
-  CHECK(B.ctx->get_async_events(&ev) == 0 && ev.size() == 1 && ev[0].event_type == 16 &&
+  CHECK(B.ctx->get_async_events(&ev) == 0 && ev.size() == 1 && ev[0].event_type == 14 &&
             ev[0].handle == srq->handle,
         "SRQ error event: %zu event(s), type %u handle %u", ev.size(),
         ev.empty() ? 0u : ev[0].event_type, ev.empty() ? 0u : ev[0].handle);

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "shim.h"
+#include "transport/verbs_types.h"
 
 using namespace uroce;
 using namespace uroce::verbs;
@@ -361,6 +362,21 @@ UV_EXPORT int ibv_get_pkey_index(ibv_context *context, uint8_t port_num, __be16 
 // (ctx->async_fd); ibv_get_async_event fetches them (kGetAsyncEvents) and blocks in poll()
 // while there are none.
 // ---------------------------------------------------------------------------------------------
+// The daemon queues the engine's event numbers as they are: they must be rdma-core's.
+namespace {
+using uroce::transport::AsyncEvent;
+static_assert(static_cast<uint32_t>(AsyncEvent::kCqErr) == IBV_EVENT_CQ_ERR &&
+              static_cast<uint32_t>(AsyncEvent::kQpFatal) == IBV_EVENT_QP_FATAL &&
+              static_cast<uint32_t>(AsyncEvent::kQpReqErr) == IBV_EVENT_QP_REQ_ERR &&
+              static_cast<uint32_t>(AsyncEvent::kQpAccessErr) == IBV_EVENT_QP_ACCESS_ERR &&
+              static_cast<uint32_t>(AsyncEvent::kCommEst) == IBV_EVENT_COMM_EST &&
+              static_cast<uint32_t>(AsyncEvent::kSqDrained) == IBV_EVENT_SQ_DRAINED &&
+              static_cast<uint32_t>(AsyncEvent::kSrqErr) == IBV_EVENT_SRQ_ERR &&
+              static_cast<uint32_t>(AsyncEvent::kSrqLimitReached) == IBV_EVENT_SRQ_LIMIT_REACHED &&
+              static_cast<uint32_t>(AsyncEvent::kQpLastWqeReached) ==
+                  IBV_EVENT_QP_LAST_WQE_REACHED);
+}  // namespace
+
 UV_EXPORT int ibv_get_async_event(ibv_context *context, ibv_async_event *event) {
   if (context == nullptr || event == nullptr) {
     errno = EINVAL;
@@ -394,6 +410,9 @@ UV_EXPORT int ibv_get_async_event(ibv_context *context, ibv_async_event *event) 
             pthread_mutex_lock(&s->srq.mutex);
             ++s->async_events;
             pthread_mutex_unlock(&s->srq.mutex);
+            // The limit event disarms the limit (IBTA 10.2.9.4; rxe sets srq->limit = 0), as
+            // the daemon did: ibv_query_srq reports 0 from now on.
+            if (e.event_type == IBV_EVENT_SRQ_LIMIT_REACHED) s->limit = 0;
             event->element.srq = &s->srq;
             return 0;
           }

@@ -139,8 +139,8 @@ void wr_atomic_write(ibv_qp_ex *x, uint32_t, uint64_t, const void *) {
 void wr_set_ud_addr(ibv_qp_ex *x, ibv_ah *ah, uint32_t qpn, uint32_t qkey) {
   Qp *q = qx(x);
   if (q->stage_err) return;
-  if (q->nstaged == 0 || ah == nullptr) {
-    q->stage_err = EINVAL;
+  if (q->nstaged == 0 || ah == nullptr || ah->context != x->qp_base.context) {
+    q->stage_err = EINVAL;  // (an AH of another context means nothing to this daemon)
     return;
   }
   StagedWr &s = q->stage[q->nstaged - 1];

@@ -100,8 +100,8 @@ int op_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
         w.compare_add = wr->wr.atomic.compare_add;
         w.swap = wr->wr.atomic.swap;
       } else if (qp->qp_type == IBV_QPT_UD) {
-        if (wr->wr.ud.ah == nullptr) {
-          rc = EINVAL;
+        if (wr->wr.ud.ah == nullptr || wr->wr.ud.ah->context != qp->context) {
+          rc = EINVAL;  // an AH of another context: its handle means nothing to this daemon
         } else {
           w.ah = reinterpret_cast<Ah *>(wr->wr.ud.ah)->handle;
           w.remote_qpn = wr->wr.ud.remote_qpn;
@@ -544,7 +544,8 @@ ibv_srq *create_srq_ex_op(ibv_context *context, ibv_srq_init_attr_ex *attr) noex
   if (attr->comp_mask & ~known) return fail_null<ibv_srq>(EOPNOTSUPP);  // XRC, CQ, TM
   if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC)
     return fail_null<ibv_srq>(EOPNOTSUPP);
-  if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || attr->pd == nullptr)
+  if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || attr->pd == nullptr ||
+      attr->pd->context != context)
     return fail_null<ibv_srq>(EINVAL);
   Context *c = ctx_of(context);
   auto *s = new (std::nothrow) Srq();
@@ -643,6 +644,11 @@ ibv_qp *create_qp_ex_op(ibv_context *context, ibv_qp_init_attr_ex *attr) noexcep
   if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD)
     return fail_null<ibv_qp>(EOPNOTSUPP);
   if (attr->send_cq == nullptr || attr->recv_cq == nullptr) return fail_null<ibv_qp>(EINVAL);
+  // Objects of another context (another daemon session) have handles that mean nothing here,
+  // or another object: refuse them (rdma-core: the kernel finds no such handle, EINVAL).
+  if (attr->pd->context != context || attr->send_cq->context != context ||
+      attr->recv_cq->context != context || (attr->srq && attr->srq->context != context))
+    return fail_null<ibv_qp>(EINVAL);
   uint64_t ops = 0;
   if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
     ops = attr->send_ops_flags;

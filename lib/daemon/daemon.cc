@@ -812,7 +812,10 @@ int Daemon::path_from_ah(const ctl::AhAttrPayload &a, wire::PathInfo *out) {
   std::memcpy(p.smac, port_.mac(), 6);
   if (port_.resolve(p.dgid, p.dmac) != 0) return -EHOSTUNREACH;
   p.dscp = a.traffic_class ? static_cast<uint8_t>(a.traffic_class >> 2) : port_.dscp();
-  p.hop_limit = a.hop_limit ? a.hop_limit : 64;
+  // As Linux for every RoCE device (ib_resolve_unicast_gid_dmac): the IP TTL / hop limit is
+  // the route's (64), not the address vector's. ibv_rc_pingpong asks for 1; rxe and ConnectX
+  // send 64 all the same, and so does uroce (found against rxe: doc/interop.md).
+  p.hop_limit = wire::kRoceHopLimit;
   p.flow_label = a.flow_label & 0xfffff;
   *out = p;
   return 0;

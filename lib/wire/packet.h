@@ -14,6 +14,12 @@
 
 namespace uroce::wire {
 
+// The IPv4 TTL / IPv6 hop limit of RoCE v2 frames. Linux replaces the hop limit of every
+// unicast RoCE address vector (modify_qp with an AV, create_ah) with its route's, 64 by
+// default (ib_resolve_unicast_gid_dmac), whatever the app set: rxe and ConnectX send TTL 64
+// for ibv_rc_pingpong's hop_limit = 1. uroce does the same (lib/daemon path_from_ah).
+inline constexpr uint8_t kRoceHopLimit = 64;
+
 // Where a QP's packets go: everything below the BTH that stays the same for a connection.
 struct PathInfo {
   uint8_t dmac[6] = {};
@@ -23,9 +29,9 @@ struct PathInfo {
   uint8_t vlan_pcp = 0;
   Gid sgid;  // IPv4-mapped GIDs select IPv4 framing; both GIDs must be of the same family
   Gid dgid;
-  uint8_t dscp = 0;         // IPv4 TOS / IPv6 traffic class, upper six bits
-  uint8_t hop_limit = 64;   // IPv4 TTL / IPv6 hop limit
-  uint32_t flow_label = 0;  // IPv6 only
+  uint8_t dscp = 0;                   // IPv4 TOS / IPv6 traffic class, upper six bits
+  uint8_t hop_limit = kRoceHopLimit;  // IPv4 TTL / IPv6 hop limit
+  uint32_t flow_label = 0;            // IPv6 only
   uint16_t udp_sport = 0xC000;
 };
 

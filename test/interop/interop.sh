@@ -1,0 +1,357 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Interop suite: uroced against a Linux Soft-RoCE (rxe) guest booted by ../shared/rig under
+# qemu (TCG). doc/interop.md describes it. For each scenario:
+#   - the rig's network in a netns of our own (uroce-interop-PID-N): bridge rigbr0, the guest's
+#     tap rigtap0, and a veth pair whose one end is a bridge port and whose other end uroced
+#     drives with net_af_packet (kernel IPv6 off, no address on it);
+#   - tshark captures UDP 4791 on the bridge (promiscuous: every frame forwarded between ports);
+#   - the guest (10.77.0.11, rxe0) runs the unmodified ibv_rc_pingpong / ibv_uc_pingpong /
+#     ibv_ud_pingpong -g 1, each as server and then as client; the host side is
+#     test/interop/rxe_peer on lib/client through uroced (10.77.0.2);
+#   - data checked by rxe_peer (the tools echo what they receive), the guest tools' exit
+#     status, the guest's UDP / rxe counters (rxe drops bad frames silently: every datagram the
+#     guest's UDP layer delivered must have been accepted by rxe), uroced's counters, its exit
+#     status on SIGTERM, and the capture (check_interop_capture.py: uroce-pcap-check with every
+#     ICRC, tshark without malformed frames, both directions, the path MTU reached).
+# Scenarios: mtu1500 (IB MTU 1024: RC 4096 B and 1 B, UC 3000 B, UD 1024 B), mtu4200 (IB MTU
+# 4096: RC 10000 B, UC 9000 B, UD 4096 B), loss (MTU 1500, RC 4096 B and 20000 B, 1 % of the
+# RoCE frames dropped in each direction: tc netem where the kernel has it, else nftables).
+#
+# Usage: interop.sh UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY RIG_DIR
+# Environment: UROCE_INTEROP_CACHE   the guest image cache (default /tmp/uroce-interop-cache;
+#                                     built with RIG_DIR/build-initramfs.sh when missing)
+#              UROCE_INTEROP_SCENARIOS  default "mtu1500 mtu4200 loss"
+#              UROCE_INTEROP_ITERS   pingpong iterations (default 50)
+#              UROCE_INTEROP_KEEP=1  keep the work directory (logs, captures)
+# Needs root. Every wait is bounded; everything it creates is removed on exit, by PID / name.
+set -uo pipefail
+
+if [ $# -ne 6 ]; then
+  echo "usage: $0 UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY RIG_DIR"
+  exit 2
+fi
+UROCED=$1 PCAP_CHECK=$2 STAT=$3 PEER=$4 CHECK_CAPTURE=$5 RIG=$6
+CACHE=${UROCE_INTEROP_CACHE:-/tmp/uroce-interop-cache}
+SCENARIOS=${UROCE_INTEROP_SCENARIOS:-mtu1500 mtu4200 loss}
+ITERS=${UROCE_INTEROP_ITERS:-50}
+
+if [ "$(id -u)" != 0 ]; then
+  echo "FAIL: the interop suite needs root (network namespaces, taps, qemu); CI runs as root"
+  exit 1
+fi
+for t in ip tc tshark qemu-system-x86_64 timeout python3 apt-get dpkg-deb xz readelf depmod; do
+  command -v "$t" >/dev/null || {
+    echo "FAIL: '$t' not found (scripts/install-deps.sh installs it)"
+    exit 1
+  }
+done
+for f in build-initramfs.sh net-setup.sh boot-guest.sh; do
+  [ -x "$RIG/$f" ] || { echo "FAIL: $RIG/$f not found (the rig lives in ../shared/rig)"; exit 1; }
+done
+
+ID=$$
+WORK=$(mktemp -d /tmp/uroce-interop-XXXXXX)
+FAILS=0
+NS="" UPID="" TSPID="" GPID="" SHARE=""
+GUEST_IP=10.77.0.11 UROCE_IP=10.77.0.2 HOST_IP=10.77.0.1
+
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+pass() { echo "ok: $*"; }
+
+STOP_RC=0
+stop_pid() {  # stop_pid PID SIGNAL SECONDS: signal, wait (bounded), SIGKILL; status in STOP_RC
+  local pid=$1 sig=$2 secs=$3
+  kill -"$sig" "$pid" 2>/dev/null
+  for _ in $(seq $((secs * 10))); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    STOP_RC=137
+    return
+  fi
+  wait "$pid" 2>/dev/null
+  STOP_RC=$?
+}
+
+teardown() {  # everything one scenario created
+  [ -n "$GPID" ] && stop_pid "$GPID" TERM 10
+  [ -n "$TSPID" ] && stop_pid "$TSPID" TERM 10
+  [ -n "$UPID" ] && stop_pid "$UPID" TERM 20
+  GPID="" TSPID="" UPID=""
+  [ -n "$NS" ] && "$RIG/net-setup.sh" down "$NS" >/dev/null 2>&1
+  NS=""
+  [ -n "$SHARE" ] && case $SHARE in /tmp/rig-share.*) rm -rf "$SHARE" ;; esac
+  SHARE=""
+  rm -rf "/var/run/dpdk/uroce-interop-$ID"
+}
+cleanup() {
+  teardown
+  if [ "${UROCE_INTEROP_KEEP:-0}" = 1 ] || [ "$FAILS" -ne 0 ]; then
+    echo "work directory kept: $WORK"
+  else
+    rm -rf "$WORK"
+  fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# --- the guest image (cached; the CI machine builds it on every run)
+if [ ! -s "$CACHE/initramfs.cpio.gz" ] || [ ! -s "$CACHE/vmlinuz" ]; then
+  echo "building the guest image in $CACHE (apt-get download + extraction, ~30-60 s)"
+  mkdir -p "$CACHE"
+  if ! timeout 900 "$RIG/build-initramfs.sh" "$CACHE" >"$WORK/build-initramfs.log" 2>&1; then
+    tail -20 "$WORK/build-initramfs.log"
+    echo "FAIL: building the guest image failed (log above)"
+    FAILS=1
+    exit 1
+  fi
+  grep '^\[build\]' "$WORK/build-initramfs.log"
+fi
+
+# guest_script PMTU RUNS...: the command file the guest runs. Each RUN is TYPE:SIZE (rc, uc, ud):
+# the guest's ibv_TYPE_pingpong is the server (uroce the client), then the client, on TCP port
+# 18515 + 2k and 18515 + 2k + 1 for the k-th run, so a retry can never meet another run's
+# server. Each tool is bounded by `timeout`; a client retries only while the host side does not
+# listen yet ("Couldn't connect").
+guest_script() {
+  local pmtu=$1 k=0 run type size
+  shift
+  cat <<EOF
+H=$HOST_IP
+st=0
+rx() {
+  for i in \$(seq 90); do
+    out=\$(timeout 120 "\$@" 2>&1); r=\$?; echo "\$out"
+    echo "\$out" | grep -q "Couldn't connect" || return \$r
+    sleep 1
+  done
+  return 1
+}
+run() { echo "== \$*"; "\$@"; r=\$?; echo "== exit \$r: \$*"; [ \$r = 0 ] || st=1; }
+EOF
+  for run in "$@"; do
+    type=${run%%:*} size=${run#*:}
+    local mtu_arg="-m $pmtu"
+    [ "$type" = ud ] && mtu_arg=""  # ibv_ud_pingpong has no -m (it uses the port's MTU)
+    cat <<EOF
+run timeout 180 ibv_${type}_pingpong -d rxe0 -g 1 $mtu_arg -s $size -n $ITERS -r 16 -p $((18515 + 2 * k))
+run rx ibv_${type}_pingpong -d rxe0 -g 1 $mtu_arg -s $size -n $ITERS -r 16 -p $((18516 + 2 * k)) \$H
+EOF
+    k=$((k + 1))
+  done
+  cat <<'EOF'
+sleep 1
+echo "== counters"
+cat /proc/net/snmp
+ip -s link show dev eth0
+rdma statistic show link rxe0/1
+exit $st
+EOF
+}
+
+# run_peer MODE ARGS...: rxe_peer in the netns, output to the scenario log
+run_peer() {
+  local mode=$1
+  shift
+  echo "--- rxe_peer $mode $*" >>"$SLOG"
+  ip netns exec "$NS" timeout 300 env -u LD_LIBRARY_PATH -u LD_PRELOAD "$PEER" "$mode" \
+    -S "$WORK/uroced.sock" "$@" >>"$SLOG" 2>&1
+}
+
+scenario() {  # scenario NAME ETH_MTU LOSS(0|1) RUNS (TYPE:SIZE ...)
+  local name=$1 mtu=$2 loss=$3 runs=$4 pmtu dev
+  if [ "$mtu" -ge 4200 ]; then pmtu=4096; else pmtu=1024; fi
+  SLOG=$WORK/$name.log
+  NS=uroce-interop-$ID-$name
+  echo "=== scenario $name: Ethernet MTU $mtu, path MTU $pmtu, loss $loss, runs: $runs ($ITERS iterations each)"
+  if ! "$RIG/net-setup.sh" up "$NS" 1 "$mtu" >"$WORK/$name-net.log" 2>&1; then
+    cat "$WORK/$name-net.log"
+    fail "$name: net-setup.sh up"
+    return
+  fi
+  # uroced's port: a veth whose peer is a bridge port. No address, no IPv6 on uroced's end.
+  local X="ip -n $NS"
+  $X link add uro0 type veth peer name uro0br &&
+    ip netns exec "$NS" sysctl -qw net.ipv6.conf.uro0.disable_ipv6=1 &&
+    $X link set uro0 mtu "$mtu" up &&
+    $X link set uro0br mtu "$mtu" master rigbr0 up || {
+    fail "$name: veth setup"
+    return
+  }
+  if [ "$loss" = 1 ]; then
+    # 1 % of the RoCE frames the bridge forwards, each direction. tc netem where the kernel has
+    # it (frames leaving the bridge towards the guest and towards uroced); otherwise (kernels
+    # without CONFIG_NET_SCH_NETEM, as this project's CI VMs) nftables on the bridge's forward
+    # hook with a random number per frame.
+    if tc -n "$NS" qdisc add dev rigtap0 root netem loss 1% 2>/dev/null &&
+      tc -n "$NS" qdisc add dev uro0br root netem loss 1%; then
+      echo "loss: tc netem loss 1% on rigtap0 and uro0br"
+    else
+      tc -n "$NS" qdisc del dev rigtap0 root 2>/dev/null
+      if ip netns exec "$NS" nft -f - <<'NFT'
+table bridge uroce_loss {
+  chain forward {
+    type filter hook forward priority 0; policy accept;
+    udp dport 4791 numgen random mod 100 < 1 counter drop
+  }
+}
+NFT
+      then
+        echo "loss: no tc netem in this kernel; nftables drops 1% of UDP 4791 frames the bridge forwards"
+      else
+        fail "$name: neither tc netem nor nftables can drop frames here"
+        return
+      fi
+    fi
+  fi
+  ip netns exec "$NS" tshark -q -n -i rigbr0 -f 'udp port 4791' -F pcap -w "$WORK/$name.pcap" \
+    >"$WORK/$name-tshark.log" 2>&1 &
+  TSPID=$!
+  dev="net_af_packet0,iface=uro0"
+  [ "$mtu" -gt 1500 ] && dev="$dev,blocksz=8192,framesz=8192"
+  cat >"$WORK/uroced.conf" <<EOF
+[eal]
+args = --no-huge -m 256 --no-pci --file-prefix=uroce-interop-$ID --log-level=*:notice
+[daemon]
+socket = $WORK/uroced.sock
+pcap = $WORK/$name-uroced.pcap
+idle_sleep_us = 200
+[port p0]
+device = $dev
+mtu = $mtu
+ipv4 = $UROCE_IP/24
+EOF
+  ip netns exec "$NS" env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced.conf" \
+    >"$WORK/$name-uroced.log" 2>&1 &
+  UPID=$!
+  for _ in $(seq 600); do
+    [ -S "$WORK/uroced.sock" ] && grep -q "Capturing on" "$WORK/$name-tshark.log" && break
+    kill -0 "$UPID" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ ! -S "$WORK/uroced.sock" ]; then
+    cat "$WORK/$name-uroced.log"
+    fail "$name: uroced did not open its control socket within 60 s"
+    return
+  fi
+  grep -q "Capturing on" "$WORK/$name-tshark.log" || fail "$name: tshark did not start capturing"
+
+  guest_script "$pmtu" $runs >"$WORK/$name-guest.sh"
+  "$RIG/boot-guest.sh" -k "$CACHE" -n "$NS" -t rigtap0 -i "$GUEST_IP/24" -m "$mtu" \
+    -s "$WORK/$name-guest.sh" -T 600 >"$WORK/$name-guest.log" 2>&1 &
+  GPID=$!
+
+  # The host side, in the order the guest runs its tools. RC / UC PSNs start just below 2^24.
+  local k=0 run type size
+  for run in $runs; do
+    type=${run%%:*} size=${run#*:}
+    local args=(-m "$pmtu" -s "$size" -n "$ITERS" -P 0xffffc0 -t 240)
+    run_peer "$type-client" -H "$GUEST_IP" -p $((18515 + 2 * k)) "${args[@]}" &&
+      pass "$name: guest ibv_${type}_pingpong server <-> uroce client ($ITERS x $size B)" ||
+      fail "$name: $type-client $size B (log: $SLOG)"
+    run_peer "$type-server" -p $((18516 + 2 * k)) "${args[@]}" &&
+      pass "$name: uroce server <-> guest ibv_${type}_pingpong client ($ITERS x $size B)" ||
+      fail "$name: $type-server $size B (log: $SLOG)"
+    k=$((k + 1))
+  done
+
+  # The guest powers off after its script; its exit status is the script's.
+  local grc
+  for _ in $(seq 1200); do kill -0 "$GPID" 2>/dev/null || break; sleep 0.1; done
+  stop_pid "$GPID" TERM 5
+  grc=$STOP_RC
+  GPID=""
+  SHARE=$(sed -n 's/^\[host\] share=\([^ ]*\) .*/\1/p' "$WORK/$name-guest.log" | head -1)
+  if [ "$grc" = 0 ]; then
+    pass "$name: every guest tool exited 0"
+  else
+    fail "$name: guest script exit $grc"
+    grep -E '^== |Failed|Couldn|error' "$WORK/$name-guest.log" | head -30
+  fi
+
+  # rxe drops frames it rejects without a counter: every UDP datagram the guest delivered
+  # must have been accepted by rxe (rcvd_pkts).
+  local udp_in rcvd
+  udp_in=$(awk '/^Udp: [0-9]/{print $2; exit}' "$WORK/$name-guest.log")
+  rcvd=$(sed -n 's/.*rcvd_pkts \([0-9]*\).*/\1/p' "$WORK/$name-guest.log" | head -1)
+  echo "guest counters: Udp InDatagrams $udp_in, rxe $(grep -o 'sent_pkts.*' "$WORK/$name-guest.log" | head -1)"
+  if [ -n "$udp_in" ] && [ -n "$rcvd" ] && [ "$udp_in" -gt 0 ] && [ "$udp_in" = "$rcvd" ]; then
+    pass "$name: rxe accepted every datagram it was given ($rcvd)"
+  else
+    fail "$name: guest UDP InDatagrams '$udp_in' vs rxe rcvd_pkts '$rcvd' (rxe dropped frames)"
+  fi
+
+  # uroced's view, then SIGTERM must end it with status 0.
+  ip netns exec "$NS" timeout 30 "$STAT" -s "$WORK/uroced.sock" engine. qp. port.p0. \
+    >"$WORK/$name-stat.txt" 2>&1 || fail "$name: uroce-stat"
+  local drops
+  drops=$(awk '/^engine\.drop\./ && $2 != 0' "$WORK/$name-stat.txt")
+  echo "uroced: $(awk '/^engine\.(rx|tx)_pkts /{printf "%s %s ", $1, $2}' "$WORK/$name-stat.txt")"
+  if [ -n "$drops" ]; then
+    echo "uroced engine drops: $(echo "$drops" | tr '\n' ' ')"
+    # With loss, duplicates and sequence errors are the protocol at work; nothing else is.
+    if [ "$loss" = 0 ] || echo "$drops" | grep -qvE '^engine\.drop\.(sequence|duplicate) '; then
+      fail "$name: uroced dropped frames from rxe"
+    fi
+  fi
+  local urc
+  stop_pid "$UPID" TERM 30
+  urc=$STOP_RC
+  UPID=""
+  [ "$urc" = 0 ] && pass "$name: uroced exit 0 on SIGTERM" || {
+    fail "$name: uroced exit $urc"
+    tail -20 "$WORK/$name-uroced.log"
+  }
+  sleep 1
+  stop_pid "$TSPID" TERM 10
+  TSPID=""
+
+  # The capture: uroce-pcap-check (every ICRC), tshark, both directions, the path MTU.
+  # RC 0x00-0x02 SEND first/middle/last, 0x04 SEND only, 0x11 ACK; UC 0x20-0x22 SEND
+  # first/middle/last; UD 0x64 SEND only.
+  local want="0x00,0x01,0x02,0x11"
+  case " $runs " in *" rc:1 "*) want="$want,0x04" ;; esac
+  case $runs in *uc:*) want="$want,0x20,0x21,0x22" ;; esac
+  case $runs in *ud:*) want="$want,0x64" ;; esac
+  if python3 "$CHECK_CAPTURE" "$WORK/$name.pcap" "$PCAP_CHECK" "$(command -v tshark)" \
+    "$UROCE_IP" "$GUEST_IP" --want-uroce "$want" --want-guest "$want" \
+    --max-payload "$pmtu" $([ "$loss" = 1 ] && echo --want-retransmits 1) \
+    >"$WORK/$name-capture.txt" 2>&1; then
+    pass "$name: capture $(tail -1 "$WORK/$name-capture.txt" | sed 's/^ok: //')"
+    grep -E '^(uroced|guest|retransmitted) ' "$WORK/$name-capture.txt"
+  else
+    cat "$WORK/$name-capture.txt"
+    fail "$name: capture check"
+  fi
+  # uroced's own capture must be valid as well.
+  "$PCAP_CHECK" -q --expect-roce "$WORK/$name-uroced.pcap" >"$WORK/$name-uroced-check.txt" 2>&1
+  if grep -qE 'invalid 0$' "$WORK/$name-uroced-check.txt"; then
+    pass "$name: uroced's own capture: $(tail -1 "$WORK/$name-uroced-check.txt")"
+  else
+    cat "$WORK/$name-uroced-check.txt"
+    fail "$name: uroced's own capture has invalid frames"
+  fi
+  if [ "$loss" = 1 ]; then
+    ip netns exec "$NS" nft list table bridge uroce_loss 2>/dev/null | grep -o 'packets [0-9]*' |
+      sed 's/^/loss: frames dropped by nftables: /'
+    tc -n "$NS" -s qdisc show 2>/dev/null | grep -A1 netem | grep -o 'dropped [0-9]*' |
+      sed 's/^/loss: netem /'
+  fi
+  teardown
+}
+
+T0=$(date +%s)
+for s in $SCENARIOS; do
+  case $s in
+    mtu1500) scenario mtu1500 1500 0 "rc:4096 rc:1 uc:3000 ud:1024" ;;
+    mtu4200) scenario mtu4200 4200 0 "rc:10000 uc:9000 ud:4096" ;;
+    loss) scenario loss 1500 1 "rc:4096 rc:20000" ;;
+    *) fail "unknown scenario '$s'" ;;
+  esac
+done
+echo "interop: $FAILS failure(s) in $(($(date +%s) - T0)) s"
+[ "$FAILS" -eq 0 ]

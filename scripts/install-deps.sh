@@ -16,6 +16,10 @@ PKGS=(
   ibverbs-utils perftest rdma-core iproute2
   # uroced integration test (test/integration): ARP and ND probes from the Linux side
   iputils-arping iputils-ping ndisc6
+  # interop suite (test/interop, doc/interop.md): the rxe guests of ../shared/rig under qemu;
+  # the rig's image build needs xz, readelf, dpkg-deb, cpio and kmod (depmod, and the /bin/kmod
+  # its symlink checks see); nftables drops frames where the kernel has no tc netem
+  qemu-system-x86 xz-utils binutils dpkg cpio kmod nftables
 )
 
 SUDO=""

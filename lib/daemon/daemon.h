@@ -66,6 +66,13 @@ class PortView {
   virtual int resolve(const wire::Gid &dgid, uint8_t mac_out[6]) noexcept = 0;
 };
 
+// The path (MACs, GIDs, DSCP, TTL / hop limit, flow label) of an address vector, as modify_qp
+// with IBV_QP_AV and create_ah use it: the source GID from sgid_index, the destination MAC
+// resolved through the port (ARP / ND), DSCP = traffic_class >> 2 (the port's if 0), and the
+// TTL / hop limit always wire::kRoceHopLimit, as Linux (the AV's hop_limit is ignored).
+// 0, -EINVAL (not global, bad port or sgid_index, IPv4 / IPv6 GID mix) or -EHOSTUNREACH.
+int path_from_ah_attr(PortView &port, const ctl::AhAttrPayload &a, wire::PathInfo *out);
+
 struct DaemonOptions {
   uint32_t max_qp_per_session = 256;
   uint32_t max_mr_per_session = 1024;

@@ -18,20 +18,27 @@
 # 4096: RC 10000 B, UC 9000 B, UD 4096 B), loss (MTU 1500, RC 4096 B and 20000 B, 1 % of the
 # RoCE frames dropped in each direction: tc netem where the kernel has it, else nftables).
 #
-# Usage: interop.sh UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY RIG_DIR
+# With SHIM_DIR (the verbs shim, build/drivers/verbs), the host side also runs unmodified tools
+# through the shim: ibv_rc_pingpong -c and perftest (ib_write_bw, ib_read_bw, ib_send_bw,
+# ib_atomic_bw, ib_write_lat, ib_read_lat, ib_send_lat) against the same tools in the guest.
+#
+# Usage: interop.sh UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY RIG_DIR [SHIM_DIR]
 # Environment: UROCE_INTEROP_CACHE   the guest image cache (default /tmp/uroce-interop-cache;
 #                                     built with RIG_DIR/build-initramfs.sh when missing)
 #              UROCE_INTEROP_SCENARIOS  default "mtu1500 mtu4200 loss"
 #              UROCE_INTEROP_ITERS   pingpong iterations (default 50)
+#              UROCE_INTEROP_PT_BW_ITERS / _PT_LAT_ITERS  perftest -n (default 100 / 100)
 #              UROCE_INTEROP_KEEP=1  keep the work directory (logs, captures)
 # Needs root. Every wait is bounded; everything it creates is removed on exit, by PID / name.
 set -uo pipefail
 
-if [ $# -ne 6 ]; then
-  echo "usage: $0 UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY RIG_DIR"
+if [ $# -ne 6 ] && [ $# -ne 7 ]; then
+  echo "usage: $0 UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY RIG_DIR [SHIM_DIR]"
   exit 2
 fi
-UROCED=$1 PCAP_CHECK=$2 STAT=$3 PEER=$4 CHECK_CAPTURE=$5 RIG=$6
+UROCED=$1 PCAP_CHECK=$2 STAT=$3 PEER=$4 CHECK_CAPTURE=$5 RIG=$6 SHIM=${7:-}
+PT_BW_ITERS=${UROCE_INTEROP_PT_BW_ITERS:-100}
+PT_LAT_ITERS=${UROCE_INTEROP_PT_LAT_ITERS:-100}
 CACHE=${UROCE_INTEROP_CACHE:-/tmp/uroce-interop-cache}
 SCENARIOS=${UROCE_INTEROP_SCENARIOS:-mtu1500 mtu4200 loss}
 ITERS=${UROCE_INTEROP_ITERS:-50}
@@ -46,6 +53,10 @@ for t in ip tc tshark qemu-system-x86_64 timeout python3 apt-get dpkg-deb xz rea
     exit 1
   }
 done
+if [ -n "$SHIM" ] && [ ! -e "$SHIM/libibverbs.so.1" ]; then
+  echo "FAIL: no libibverbs.so.1 in $SHIM (the verbs shim)"
+  exit 1
+fi
 for f in build-initramfs.sh net-setup.sh boot-guest.sh; do
   [ -x "$RIG/$f" ] || { echo "FAIL: $RIG/$f not found (the rig lives in ../shared/rig)"; exit 1; }
 done
@@ -112,6 +123,31 @@ if [ ! -s "$CACHE/initramfs.cpio.gz" ] || [ ! -s "$CACHE/vmlinuz" ]; then
   grep '^\[build\]' "$WORK/build-initramfs.log"
 fi
 
+# The tool a run names, with its arguments (both sides use the same ones; -d only in the guest):
+#   rc|uc|ud:SIZE       ibv_*_pingpong, host side rxe_peer (lib/client)
+#   shim-rc|shim-ud:SIZE  ibv_*_pingpong -c (buffers validated) on both sides, host side through
+#                       the verbs shim
+#   pt-TEST:SIZE        perftest ib_TEST (write_bw, read_bw, send_bw, atomic_bw, *_lat) on both
+#                       sides, host side through the verbs shim
+#   pts-TEST:SIZE       the same with uroce as server only (the guest's tool is the client)
+run_tool() {  # run_tool RUN PMTU
+  local run=$1 pmtu=$2 type size
+  type=${run%%:*} size=${run#*:}
+  case $type in
+    rc | uc) echo "ibv_${type}_pingpong -g 1 -m $pmtu -s $size -n $ITERS -r 16" ;;
+    ud) echo "ibv_ud_pingpong -g 1 -s $size -n $ITERS -r 16" ;;  # no -m: the port's MTU
+    shim-rc) echo "ibv_rc_pingpong -g 1 -c -m $pmtu -s $size -n $ITERS -r 16" ;;
+    shim-ud) echo "ibv_ud_pingpong -g 1 -c -s $size -n $ITERS -r 16" ;;
+    pt-*_lat | pts-*_lat) echo "ib_${type#*-} -x 1 -F -s $size -n $PT_LAT_ITERS" ;;
+    pt-* | pts-*) echo "ib_${type#*-} -x 1 -F -s $size -n $PT_BW_ITERS" ;;
+  esac
+}
+guest_tool() {  # guest_tool RUN PMTU: run_tool with the guest's device
+  local t
+  t=$(run_tool "$1" "$2")
+  echo "${t%% *} -d rxe0 ${t#* }"
+}
+
 # guest_script PMTU RUNS...: the command file the guest runs. Each RUN is TYPE:SIZE (rc, uc, ud):
 # the guest's ibv_TYPE_pingpong is the server (uroce the client), then the client, on TCP port
 # 18515 + 2k and 18515 + 2k + 1 for the k-th run, so a retry can never meet another run's
@@ -134,13 +170,10 @@ rx() {
 run() { echo "== \$*"; "\$@"; r=\$?; echo "== exit \$r: \$*"; [ \$r = 0 ] || st=1; }
 EOF
   for run in "$@"; do
-    type=${run%%:*} size=${run#*:}
-    local mtu_arg="-m $pmtu"
-    [ "$type" = ud ] && mtu_arg=""  # ibv_ud_pingpong has no -m (it uses the port's MTU)
-    cat <<EOF
-run timeout 180 ibv_${type}_pingpong -d rxe0 -g 1 $mtu_arg -s $size -n $ITERS -r 16 -p $((18515 + 2 * k))
-run rx ibv_${type}_pingpong -d rxe0 -g 1 $mtu_arg -s $size -n $ITERS -r 16 -p $((18516 + 2 * k)) \$H
-EOF
+    local cmd
+    cmd=$(guest_tool "$run" "$pmtu")
+    case $run in pts-*) ;; *) echo "run timeout 180 $cmd -p $((18515 + 2 * k))" ;; esac
+    echo "run rx $cmd -p $((18516 + 2 * k)) \$H"
     k=$((k + 1))
   done
   cat <<'EOF'
@@ -160,6 +193,28 @@ run_peer() {
   echo "--- rxe_peer $mode $*" >>"$SLOG"
   ip netns exec "$NS" timeout 300 env -u LD_LIBRARY_PATH -u LD_PRELOAD "$PEER" "$mode" \
     -S "$WORK/uroced.sock" "$@" >>"$SLOG" 2>&1
+}
+
+# run_shim 'TOOL ARGS': an unmodified rdma-core / perftest tool in the netns over uroced through
+# the verbs shim (never uroced itself: it refuses a foreign libibverbs). A client retries while
+# the guest's server does not listen yet. The tool must exit 0 and print its result line.
+run_shim() {
+  local i out rc
+  echo "--- $1 (shim)" >>"$SLOG"
+  for i in $(seq 120); do
+    out=$(ip netns exec "$NS" timeout 240 env LD_LIBRARY_PATH="$SHIM" \
+      UROCE_SOCKET="$WORK/uroced.sock" nice -n 10 $1 2>&1)
+    rc=$?
+    grep -q "Couldn't connect" <<<"$out" || break
+    sleep 1
+  done
+  echo "$out" >>"$SLOG"
+  echo "--- exit $rc" >>"$SLOG"
+  [ "$rc" = 0 ] || return 1
+  case $1 in
+    ibv_*) grep -q "iters in" <<<"$out" ;;
+    *) grep -qE '^ *[0-9]+ +[0-9]+ +[0-9.]+' <<<"$out" ;;  # perftest's result row
+  esac
 }
 
 scenario() {  # scenario NAME ETH_MTU LOSS(0|1) RUNS (TYPE:SIZE ...)
@@ -249,13 +304,30 @@ EOF
   local k=0 run type size
   for run in $runs; do
     type=${run%%:*} size=${run#*:}
-    local args=(-m "$pmtu" -s "$size" -n "$ITERS" -P 0xffffc0 -t 240)
-    run_peer "$type-client" -H "$GUEST_IP" -p $((18515 + 2 * k)) "${args[@]}" &&
-      pass "$name: guest ibv_${type}_pingpong server <-> uroce client ($ITERS x $size B)" ||
-      fail "$name: $type-client $size B (log: $SLOG)"
-    run_peer "$type-server" -p $((18516 + 2 * k)) "${args[@]}" &&
-      pass "$name: uroce server <-> guest ibv_${type}_pingpong client ($ITERS x $size B)" ||
-      fail "$name: $type-server $size B (log: $SLOG)"
+    case $type in
+      rc | uc | ud)
+        local args=(-m "$pmtu" -s "$size" -n "$ITERS" -P 0xffffc0 -t 240)
+        run_peer "$type-client" -H "$GUEST_IP" -p $((18515 + 2 * k)) "${args[@]}" &&
+          pass "$name: guest ibv_${type}_pingpong server <-> uroce client (rxe_peer, $ITERS x $size B)" ||
+          fail "$name: $type-client $size B (log: $SLOG)"
+        run_peer "$type-server" -p $((18516 + 2 * k)) "${args[@]}" &&
+          pass "$name: uroce server (rxe_peer) <-> guest ibv_${type}_pingpong client ($ITERS x $size B)" ||
+          fail "$name: $type-server $size B (log: $SLOG)"
+        ;;
+      *)
+        local tool
+        tool=$(run_tool "$run" "$pmtu")
+        case $type in
+          pts-*) ;;
+          *) run_shim "$tool -p $((18515 + 2 * k)) $GUEST_IP" &&
+            pass "$name: guest ${tool%% *} server <-> uroce client (shim, $size B)" ||
+            fail "$name: ${tool%% *} $size B, uroce client (log: $SLOG)" ;;
+        esac
+        run_shim "$tool -p $((18516 + 2 * k))" &&
+          pass "$name: uroce server (shim) <-> guest ${tool%% *} client ($size B)" ||
+          fail "$name: ${tool%% *} $size B, uroce server (log: $SLOG)"
+        ;;
+    esac
     k=$((k + 1))
   done
 
@@ -313,12 +385,20 @@ EOF
   # The capture: uroce-pcap-check (every ICRC), tshark, both directions, the path MTU.
   # RC 0x00-0x02 SEND first/middle/last, 0x04 SEND only, 0x11 ACK; UC 0x20-0x22 SEND
   # first/middle/last; UD 0x64 SEND only.
+  # With uroce as perftest server only (pts-), the guest is the requester: WRITE first /
+  # middle / last 0x06-0x08, READ request 0x0c (uroce answers 0x0d-0x0f), FETCH_ADD 0x14
+  # (uroce answers ATOMIC ACK 0x12); write_lat both ways: WRITE only 0x0a.
   local want="0x00,0x01,0x02,0x11"
   case " $runs " in *" rc:1 "*) want="$want,0x04" ;; esac
   case $runs in *uc:*) want="$want,0x20,0x21,0x22" ;; esac
   case $runs in *ud:*) want="$want,0x64" ;; esac
+  case $runs in *pt-write_lat*) want="$want,0x0a" ;; esac
+  local want_u=$want want_g=$want
+  case $runs in *pts-write_bw*) want_g="$want_g,0x06,0x07,0x08" ;; esac
+  case $runs in *pts-read_bw*) want_g="$want_g,0x0c" want_u="$want_u,0x0d,0x0e,0x0f" ;; esac
+  case $runs in *pts-atomic_bw*) want_g="$want_g,0x14" want_u="$want_u,0x12" ;; esac
   if python3 "$CHECK_CAPTURE" "$WORK/$name.pcap" "$PCAP_CHECK" "$(command -v tshark)" \
-    "$UROCE_IP" "$GUEST_IP" --want-uroce "$want" --want-guest "$want" \
+    "$UROCE_IP" "$GUEST_IP" --want-uroce "$want_u" --want-guest "$want_g" \
     --max-payload "$pmtu" $([ "$loss" = 1 ] && echo --want-retransmits 1) \
     >"$WORK/$name-capture.txt" 2>&1; then
     pass "$name: capture $(tail -1 "$WORK/$name-capture.txt" | sed 's/^ok: //')"
@@ -344,12 +424,18 @@ EOF
   teardown
 }
 
+# Runs through the verbs shim (unmodified tools on both sides), when it is given.
+# uroce as the perftest bw client and both read_lat directions do not pass yet (doc/interop.md):
+# those runs are pts- (uroce as server only) or left out.
+SHIM_1500=${UROCE_INTEROP_SHIM_1500:-shim-rc:4096 shim-ud:1024 pts-write_bw:65536 pts-read_bw:65536 pts-send_bw:65536 pts-atomic_bw:8 pt-write_lat:64 pt-send_lat:64}
+SHIM_4200=${UROCE_INTEROP_SHIM_4200:-shim-rc:10000 pts-write_bw:65536 pts-read_bw:65536}
+SHIM_LOSS=${UROCE_INTEROP_SHIM_LOSS:-pts-write_bw:65536 pts-read_bw:65536}
 T0=$(date +%s)
 for s in $SCENARIOS; do
   case $s in
-    mtu1500) scenario mtu1500 1500 0 "rc:4096 rc:1 uc:3000 ud:1024" ;;
-    mtu4200) scenario mtu4200 4200 0 "rc:10000 uc:9000 ud:4096" ;;
-    loss) scenario loss 1500 1 "rc:4096 rc:20000" ;;
+    mtu1500) scenario mtu1500 1500 0 "rc:4096 rc:1 uc:3000 ud:1024${SHIM:+ $SHIM_1500}" ;;
+    mtu4200) scenario mtu4200 4200 0 "rc:10000 uc:9000 ud:4096${SHIM:+ $SHIM_4200}" ;;
+    loss) scenario loss 1500 1 "rc:4096 rc:20000${SHIM:+ $SHIM_LOSS}" ;;
     *) fail "unknown scenario '$s'" ;;
   esac
 done

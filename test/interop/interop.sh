@@ -427,9 +427,11 @@ EOF
 # Runs through the verbs shim (unmodified tools on both sides), when it is given.
 # uroce as the perftest bw client and both read_lat directions do not pass yet (doc/interop.md):
 # those runs are pts- (uroce as server only) or left out.
-SHIM_1500=${UROCE_INTEROP_SHIM_1500:-shim-rc:4096 shim-ud:1024 pts-write_bw:65536 pts-read_bw:65536 pts-send_bw:65536 pts-atomic_bw:8 pt-write_lat:64 pt-send_lat:64}
-SHIM_4200=${UROCE_INTEROP_SHIM_4200:-shim-rc:10000 pts-write_bw:65536 pts-read_bw:65536}
-SHIM_LOSS=${UROCE_INTEROP_SHIM_LOSS:-pts-write_bw:65536 pts-read_bw:65536}
+# (The default set is kept small for CI time; UROCE_INTEROP_SHIM_1500 / _4200 / _LOSS choose
+# others, e.g. pts-send_bw:65536 shim-ud:1024 pt-send_lat:64, which pass too.)
+SHIM_1500=${UROCE_INTEROP_SHIM_1500:-shim-rc:4096 pts-write_bw:65536 pts-read_bw:65536 pts-atomic_bw:8 pt-write_lat:64}
+SHIM_4200=${UROCE_INTEROP_SHIM_4200:-shim-rc:10000}
+SHIM_LOSS=${UROCE_INTEROP_SHIM_LOSS:-pts-write_bw:65536}
 T0=$(date +%s)
 for s in $SCENARIOS; do
   case $s in

@@ -168,6 +168,10 @@ rx() {
   return 1
 }
 run() { echo "== \$*"; "\$@"; r=\$?; echo "== exit \$r: \$*"; [ \$r = 0 ] || st=1; }
+# rxe resolves uroced's MAC at modify_qp(RTR) with a 1 s limit; on a loaded host the first
+# ARP exchange can take longer: resolve it first (uroced answers ARP, not ICMP echo).
+ping -c 3 -W 2 $UROCE_IP >/dev/null 2>&1
+ip neigh show $UROCE_IP
 EOF
   for run in "$@"; do
     local cmd

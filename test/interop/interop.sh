@@ -89,6 +89,9 @@ stop_pid() {  # stop_pid PID SIGNAL SECONDS: signal, wait (bounded), SIGKILL; st
 }
 
 teardown() {  # everything one scenario created
+  # boot-guest.sh runs qemu in the foreground under `timeout`: signal that child (timeout
+  # passes the signal on to qemu), then boot-guest.sh itself.
+  [ -n "$GPID" ] && pkill -TERM -P "$GPID" 2>/dev/null
   [ -n "$GPID" ] && stop_pid "$GPID" TERM 10
   [ -n "$TSPID" ] && stop_pid "$TSPID" TERM 10
   [ -n "$UPID" ] && stop_pid "$UPID" TERM 20

@@ -12,6 +12,8 @@
 #   3. verbs_app hold (RDMA WRITEs in a loop) is SIGKILLed mid-transfer while another
 #      verbs_app run is under way (which must pass): both daemons free everything the victim
 #      owned (uroce-stat: no QP, MR, CQ or PD left, the session closed), and a new run works.
+#   3a. verbs_app placement on A: QPs over the workers (EINVAL for a QP whose CQs are bound to
+#      two workers), RC SEND / WRITE between two QPs of A through its own port.
 #   4. SIGTERM stops both daemons with exit 0.
 # Needs root (as the other integration tests; CI runs as root). Every wait is bounded; every
 # process it starts is stopped by PID on exit; its files and DPDK runtime directories go too.
@@ -246,6 +248,15 @@ if grep -q transferring "$WORK/victim.log"; then
   fi
 else
   fail "victim app did not start transferring: $(cat "$WORK/victim.log")"
+fi
+
+# --- 3a. placement over the workers, and two QPs of one daemon talking through its own port
+out=$(timeout 120 "$APP" placement "$SOCK_A" "$WORKERS" 2>&1); rc=$?
+echo "$out" | sed 's/^/  app: /'
+if [ $rc -eq 0 ] && grep -q "^0 failure(s)" <<<"$out"; then
+  pass "verbs_app placement ($WORKERS worker(s)): QPN owners, split CQs, same-port RC SEND / WRITE"
+else
+  fail "verbs_app placement: exit $rc"
 fi
 
 # --- 3b. two workers: traffic crossed between the lcores of each daemon

@@ -932,6 +932,90 @@ int hold(const char *sa, const char *sb) {
   }
 }
 
+// QP placement over worker lcores (doc/uroced.md, Threading), on one daemon with no other QP:
+// two QPs on two CQs go to different workers when there are two (QPN bits 16..23 name the
+// owner), a QP on an already-bound CQ follows it, and a QP whose send and receive CQs are bound
+// to different workers is refused with EINVAL (accepted with one worker). Then the two QPs are
+// connected to each other through the daemon's own port (same-port loopback): RC SEND one way
+// and RDMA WRITE the other, data checked; with two workers every frame crosses lcores.
+int placement(const char *sock, int workers) {
+  Side S;
+  open_side(S, "S", sock);
+  std::unique_ptr<Cq> cq2;
+  REQUIRE(S.ctx->create_cq(1024, &cq2) == 0, "create_cq 2");
+  auto q1 = make_qp(S, kRc);
+  uroce::ctl::CreateQpPayload a{};
+  a.pd = S.pd;
+  a.qp_type = kRc;
+  a.send_cq = cq2->handle;
+  a.recv_cq = cq2->handle;
+  a.max_send_wr = 64;
+  a.max_recv_wr = 64;
+  a.max_send_sge = 4;
+  a.max_recv_sge = 3;
+  std::unique_ptr<Qp> q2;
+  REQUIRE(S.ctx->create_qp(a, &q2) == 0, "create_qp on cq2");
+  const uint32_t w1 = q1->qpn >> 16, w2 = q2->qpn >> 16;
+  if (workers == 2)
+    CHECK(w1 != w2 && w1 < 2 && w2 < 2, "QPs %u and %u on workers %u and %u: expected both",
+          q1->qpn, q2->qpn, w1, w2);
+  else
+    CHECK(w1 == 0 && w2 == 0, "one worker: QPs %u and %u", q1->qpn, q2->qpn);
+  auto q4 = make_qp(S, kRc);  // on the CQ q1 bound
+  CHECK((q4->qpn >> 16) == w1, "QP %u on q1's CQ is on worker %u, not %u", q4->qpn, q4->qpn >> 16,
+        w1);
+  a.send_cq = S.cq->handle;  // bound to w1's worker; recv CQ bound to w2's
+  std::unique_ptr<Qp> q3;
+  const int rc = S.ctx->create_qp(a, &q3);
+  if (workers == 2)
+    CHECK(rc == EINVAL, "QP over CQs of two workers: %s, expected EINVAL", std::strerror(rc));
+  else
+    CHECK(rc == 0, "QP over two CQs, one worker: %s", std::strerror(rc));
+  if (q3) CHECK(S.ctx->destroy_qp(*q3) == 0, "destroy q3");
+  CHECK(S.ctx->destroy_qp(*q4) == 0, "destroy q4");
+  std::printf("ok: placement: QPs %u (worker %u) and %u (worker %u)%s\n", q1->qpn, w1, q2->qpn, w2,
+              workers == 2 ? ", split CQs refused with EINVAL" : "");
+
+  to_init(S, *q1, kRc);
+  to_init(S, *q2, kRc);
+  to_rtr_rts(S, *q1, kRc, S, q2->qpn);
+  to_rtr_rts(S, *q2, kRc, S, q1->qpn);
+  auto poll2 = [&](Cqe *c) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
+    while (std::chrono::steady_clock::now() < end) {
+      if (S.ctx->poll_cq(*cq2, c, 1) == 1) return true;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    return false;
+  };
+  constexpr uint32_t kLen = 20000;  // 20 packets at path MTU 1024
+  fill(S.buf.data(), kLen, 77);
+  std::memset(S.buf.data() + 0x40000, 0, kLen);
+  CHECK(post_recv(S, *q2, 11, 0x40000, kLen) == 0, "post_recv q2");
+  CHECK(post(S, *q1, 12, kWrSend, 0, kLen) == 0, "post SEND q1");
+  expect_cqe(S, 12, 0, kWcSend, "loopback SEND (requester)");
+  Cqe c{};
+  CHECK(poll2(&c) && c.wr_id == 11 && c.status == 0 && c.opcode == kWcRecv && c.byte_len == kLen,
+        "loopback SEND (responder): wr_id %lu status %u opcode %u len %u",
+        static_cast<unsigned long>(c.wr_id), c.status, c.opcode, c.byte_len);
+  CHECK(std::memcmp(S.buf.data() + 0x40000, S.buf.data(), kLen) == 0, "loopback SEND data");
+  fill(S.buf.data() + 0x80000, kLen, 78);
+  std::memset(S.buf.data() + 0xc0000, 0, kLen);
+  CHECK(post(S, *q2, 13, kWrWrite, 0x80000, kLen, S.mr.addr + 0xc0000, S.mr.rkey) == 0,
+        "post WRITE q2");
+  c = Cqe{};
+  CHECK(poll2(&c) && c.wr_id == 13 && c.status == 0, "loopback WRITE: wr_id %lu status %u",
+        static_cast<unsigned long>(c.wr_id), c.status);
+  CHECK(std::memcmp(S.buf.data() + 0xc0000, S.buf.data() + 0x80000, kLen) == 0,
+        "loopback WRITE data");
+  std::printf("ok: RC SEND and WRITE between QPs %u and %u over the same port (data checked)\n",
+              q1->qpn, q2->qpn);
+  CHECK(S.ctx->destroy_qp(*q1) == 0 && S.ctx->destroy_qp(*q2) == 0, "destroy QPs");
+  CHECK(S.ctx->destroy_cq(*cq2) == 0, "destroy cq2");
+  std::printf("%d failure(s)\n", g_fails);
+  return g_fails ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -940,10 +1024,12 @@ int main(int argc, char **argv) {
   if (argc == 4 && std::strcmp(argv[1], "hold") == 0) return hold(argv[2], argv[3]);
   if (argc == 4 && std::strcmp(argv[1], "responder") == 0) return responder(argv[2], argv[3]);
   if (argc == 4 && std::strcmp(argv[1], "requester") == 0) return requester(argv[2], argv[3]);
+  if (argc == 4 && std::strcmp(argv[1], "placement") == 0)
+    return placement(argv[2], std::atoi(argv[3]));
   if (argc == 6 && std::strcmp(argv[1], "fuzz") == 0)
     return fuzz(argv[2], argv[3], std::strtoull(argv[4], nullptr, 0), std::atoi(argv[5]));
   std::fprintf(stderr,
                "usage: verbs_app run|hold SOCK_A SOCK_B | fuzz SOCK_A SOCK_B SEED ROUNDS |\n"
-               "                 responder|requester SOCK DIR\n");
+               "                 responder|requester SOCK DIR | placement SOCK WORKERS\n");
   return 2;
 }

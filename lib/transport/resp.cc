@@ -157,7 +157,7 @@ void EngineCore::responder_step(Qp &qp, const wire::ParsedPacket &p) noexcept {
           break;
         }
         if (d > 0) {
-          // A gap: one NAK per gap (IBTA 9.7.5.1.1, o9-?), then silence until ePSN arrives.
+          // A gap: one NAK per gap (IBTA 9.7.5.1.1), then silence until ePSN arrives.
           if (!qp.resp_nak_sent) {
             qp.resp_nak_sent = true;
             ++qp.stats.seq_naks_sent;
@@ -167,6 +167,7 @@ void EngineCore::responder_step(Qp &qp, const wire::ParsedPacket &p) noexcept {
           }
           return;
         }
+        if (d == 0) qp.resp_nak_sent = false;  // the gap is closed: the next one gets a NAK
         st = d < 0 ? RespState::kDuplicate : RespState::kCheckOpSeq;
         break;
       }

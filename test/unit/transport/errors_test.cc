@@ -277,6 +277,41 @@ TEST_F(ErrTest, LostReadResponseIsReplayedFromTheMiddle) {
   EXPECT_EQ(net->e(1).qp_counters(qb)->dup_requests, 1u);
 }
 
+// Each gap in the request PSNs gets its own PSN sequence error NAK: the responder stays
+// silent only until the expected PSN arrives again, so a second loss later on the same QP is
+// recovered by a NAK too, not by the requester's timeout (the uroced loss test found the
+// responder NAKing only the first gap of a QP's life).
+TEST_F(ErrTest, EveryGapGetsItsOwnSequenceNak) {
+  RcParams p;
+  p.mtu = Mtu::k256;
+  connect(p);
+  fill_pattern(a.at(0), 3 * 4096, 11);
+  int middles = 0;
+  test::Faults f;
+  f.filter = [&](const uint8_t *fr, uint32_t len) {
+    // The third MIDDLE of each WRITE as first sent (the counter restarts per WRITE below).
+    if (opcode_of(fr, len) == wire::op::kRcWriteMiddle && ++middles == 3)
+      return test::Action::kDrop;
+    return test::Action::kPass;
+  };
+  net->link.set_faults(*net->node(0).ep, *net->node(1).ep, f);
+  for (uint32_t i = 0; i < 3; ++i) {
+    middles = 0;
+    SendWr w = make_wr(i, WrOpcode::kRdmaWrite, a, i * 4096, 4096);  // 16 packets
+    w.remote_addr = kVaB + i * 4096;
+    w.rkey = b.key;
+    ASSERT_EQ(net->e(0).post_send(qa, w), 0);
+    std::vector<Wc> wc;
+    ASSERT_TRUE(net->wait_wc(0, wc, 1));
+    EXPECT_EQ(wc[0].status, WcStatus::kSuccess) << wc_status_str(wc[0].status);
+    EXPECT_EQ(std::memcmp(a.at(i * 4096), b.at(i * 4096), 4096), 0) << "WRITE " << i;
+    EXPECT_EQ(net->e(1).qp_counters(qb)->seq_naks_sent, i + 1) << "after WRITE " << i;
+  }
+  EXPECT_EQ(net->e(0).qp_counters(qa)->seq_naks_rcvd, 3u);
+  EXPECT_EQ(net->e(0).qp_counters(qa)->retransmits, 3u);
+  EXPECT_EQ(net->e(0).qp_counters(qa)->timeouts, 0u);
+}
+
 TEST_F(ErrTest, ResponderWithoutReadResourcesRejectsRead) {
   auto [x, y] = net->connect(0, 1);
   qa = x;

@@ -3,7 +3,8 @@
 //
 //   uroce-stat [-s SOCKET] [FILTER...]
 // Prints "name value" per line, every counter whose name contains one of the FILTER strings
-// (all counters without a filter). Exit 0, or 1 if uroced cannot be reached.
+// (all counters without a filter); a neighbour entry (port.NAME.neigh.IP) prints as
+// "name MAC STATE". Exit 0, or 1 if uroced cannot be reached.
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "port/neigh.h"
 
 int main(int argc, char **argv) {
   std::string sock = "/run/uroce/uroced.sock";
@@ -49,7 +51,17 @@ int main(int argc, char **argv) {
     bool show = filters.empty();
     for (const std::string &f : filters)
       if (std::strstr(e.name, f.c_str()) != nullptr) show = true;
-    if (show) std::printf("%s %lu\n", e.name, static_cast<unsigned long>(e.value));
+    if (!show) continue;
+    if (std::strstr(e.name, ".neigh.") != nullptr) {  // a neighbour entry: MAC and state
+      const uint64_t m = e.value;
+      std::printf("%s %02x:%02x:%02x:%02x:%02x:%02x %s\n", e.name,
+                  static_cast<unsigned>((m >> 40) & 0xff), static_cast<unsigned>((m >> 32) & 0xff),
+                  static_cast<unsigned>((m >> 24) & 0xff), static_cast<unsigned>((m >> 16) & 0xff),
+                  static_cast<unsigned>((m >> 8) & 0xff), static_cast<unsigned>(m & 0xff),
+                  uroce::port::neigh_state_str(static_cast<uroce::port::NeighState>(m >> 48)));
+    } else {
+      std::printf("%s %lu\n", e.name, static_cast<unsigned long>(e.value));
+    }
   }
   return 0;
 }

@@ -454,6 +454,10 @@ void add_port_stats(const port::EthPort &p, std::vector<ctl::StatEntry> &v) {
       std::snprintf(n, sizeof n, "drop.%s", port::rx_drop_str(static_cast<port::RxDrop>(i)));
       add(n, c.rx_drops[i]);
     }
+  // ARP / ND resolution and the neighbour entries (a name that would not fit is left out).
+  p.neighbour_stats([&](const std::string &n, uint64_t value) {
+    if (6 + p.name().size() + n.size() < sizeof(ctl::StatEntry::name)) add(n.c_str(), value);
+  });
 }
 
 // The poll loop with the control server on the same thread (doc/uroced.md, Threading): the

@@ -165,6 +165,26 @@ void EthPort::stop() noexcept {
   closed_ = true;
 }
 
+void EthPort::neighbour_stats(const std::function<void(const std::string &, uint64_t)> &f) const {
+  f("arp.tx_requests", arp_->counters().tx_requests);
+  f("arp.rx_replies", arp_->counters().rx_replies);
+  f("nd.tx_ns", nd_->counters().tx_ns);
+  f("nd.rx_na", nd_->counters().rx_na);
+  f("neigh_failures", arp_->table().failures() + nd_->table().failures());
+  auto entry = [&](const std::string &ip, NeighState st, const uint8_t mac[6]) {
+    if (st != NeighState::kReachable && st != NeighState::kStale && st != NeighState::kProbe)
+      return;
+    uint64_t v = uint64_t{static_cast<uint8_t>(st)} << 48;
+    for (int i = 0; i < 6; ++i)
+      v |= uint64_t{mac[i]} << (8 * (5 - i));
+    f("neigh." + ip, v);
+  };
+  for (const auto &e : arp_->table().entries())
+    entry(config::format_ipv4(e.ip), e.state, e.mac);
+  for (const auto &e : nd_->table().entries())
+    entry(config::format_ipv6(e.ip), e.state, e.mac);
+}
+
 std::string EthPort::link_status() const {
   rte_eth_link link{};
   if (rte_eth_link_get_nowait(port_id_, &link) != 0) return "unknown";

@@ -21,7 +21,15 @@ uroce-pcap-check and tshark.
    frames.
 A missing tshark is a failure, never a skip.
 
+Second mode, --daemon: checks captures uroced wrote (daemon.pcap; the integration tests use
+it). Such a capture also holds ARP / ND frames. For each PCAP: uroce-pcap-check must exit 0
+with "invalid 0" and at least MIN_ROCE RoCE frames; tshark must dissect every frame (RoCE or
+not) without a malformed mark or expert info; every RoCE frame must have the protocol stack
+and the BTH opcode / QPN / PSN (and AETH syndrome) this script parses, and tshark's opcode
+counts must equal uroce-pcap-check's.
+
 Usage: check_capture.py CAPTURE_TRAFFIC UROCE_PCAP_CHECK TSHARK WORKDIR
+       check_capture.py --daemon UROCE_PCAP_CHECK TSHARK MIN_ROCE PCAP...
 """
 
 import collections
@@ -67,6 +75,21 @@ def read_pcap(path):
     return frames
 
 
+def is_roce(fr):
+    """Ethernet (no VLAN tag) + IPv4 without options or IPv6 + UDP to 4791."""
+    if len(fr) < 14 + 20:
+        return False
+    etype = struct.unpack_from("!H", fr, 12)[0]
+    if etype == 0x0800:
+        udp = 14 + (fr[14] & 0x0F) * 4
+        return (len(fr) >= udp + 8 and fr[14 + 9] == 17 and
+                struct.unpack_from("!H", fr, udp + 2)[0] == 4791)
+    if etype == 0x86DD:
+        return (len(fr) >= 14 + 48 and fr[14 + 6] == 17 and
+                struct.unpack_from("!H", fr, 14 + 42)[0] == 4791)
+    return False
+
+
 def parse(n, fr):
     """Our own parse: returns dict(ver, ecn, opcode, qpn, psn, syndrome, payload_len)."""
     etype = struct.unpack_from("!H", fr, 12)[0]
@@ -99,7 +122,7 @@ def parse(n, fr):
                 udp_len=ulen, pad=pad)
 
 
-def pcap_check(tool, pcap):
+def pcap_check(tool, pcap, only_roce=True):
     p = subprocess.run([tool, "--expect-roce", pcap], capture_output=True, text=True)
     out = p.stdout
     if p.returncode != 0:
@@ -108,7 +131,7 @@ def pcap_check(tool, pcap):
     if not tot:
         fail(f"uroce-pcap-check: no totals line:\n{out}")
     frames, roce, other, invalid = map(int, tot.groups())
-    if other or invalid or frames != roce:
+    if invalid or (only_roce and (other or frames != roce)):
         fail(f"uroce-pcap-check {pcap}: {tot.group(0)}")
     counts = {int(h, 16): int(c) for h, c in re.findall(r"^  \S+ \(0x([0-9A-Fa-f]{2})\): (\d+)$",
                                                           out, re.M)}
@@ -137,27 +160,24 @@ def run_tshark(tshark, pcap):
         return [dict(zip(FIELDS, row.split("\t"))) for row in p.stdout.splitlines()]
 
 
-def check_one(name, pcap, tool, tshark):
-    frames = read_pcap(pcap)
-    n_frames, counts = pcap_check(tool, pcap)
-    if n_frames != len(frames) or n_frames < 150:
-        fail(f"{name}: {n_frames} frames per uroce-pcap-check, {len(frames)} in the file")
-    missing = sorted(WANT_OPCODES - set(counts))
-    if missing:
-        fail(f"{name}: opcodes never seen by uroce-pcap-check: {[hex(o) for o in missing]}")
-    ours = [parse(i + 1, fr) for i, fr in enumerate(frames)]
-    if collections.Counter(p["opcode"] for p in ours) != collections.Counter(counts):
-        fail(f"{name}: our opcode counts differ from uroce-pcap-check's")
-
+def compare_with_tshark(name, frames, ours, counts, tshark, pcap):
+    """tshark must dissect every frame without malformed marks or expert info, and agree with
+    `ours` (our parse of each frame; None for a frame that is not RoCE) on the BTH of every
+    RoCE frame; its opcode counts must equal `counts` (uroce-pcap-check's)."""
     rows = run_tshark(tshark, pcap)
     if len(rows) != len(frames):
         fail(f"{name}: tshark printed {len(rows)} rows for {len(frames)} frames")
     errors = []
     ts_counts = collections.Counter()
     for i, (row, mine) in enumerate(zip(rows, ours), 1):
-        where = f"{name} frame {i} (opcode {mine['opcode']:#04x})"
         if row["frame.number"] != str(i):
             fail(f"{name}: row for frame {row['frame.number']} where {i} was expected")
+        if mine is None:
+            if row["_ws.malformed"] or row["_ws.expert.message"]:
+                errors.append(f"{name} frame {i} ({row['frame.protocols']}): malformed/expert: "
+                              f"{row['_ws.malformed']} {row['_ws.expert.message']}")
+            continue
+        where = f"{name} frame {i} (opcode {mine['opcode']:#04x})"
         l3 = "ip" if mine["ver"] == 4 else "ipv6"
         stack = f"eth:ethertype:{l3}:udp:infiniband"
         if row["frame.protocols"] not in (stack, stack + ":data"):
@@ -190,10 +210,53 @@ def check_one(name, pcap, tool, tshark):
         diff = {hex(o): (ts_counts[o], counts.get(o, 0)) for o in set(ts_counts) | set(counts)
                 if ts_counts[o] != counts.get(o, 0)}
         fail(f"{name}: tshark and uroce-pcap-check opcode counts differ (tshark, tool): {diff}")
+
+
+def check_daemon_capture(pcap, tool, tshark, min_roce):
+    """A capture uroced wrote: RoCE frames plus ARP / ND (see the module docstring)."""
+    name = os.path.basename(pcap)
+    frames = read_pcap(pcap)
+    n_frames, counts = pcap_check(tool, pcap, only_roce=False)
+    if n_frames != len(frames):
+        fail(f"{name}: {n_frames} frames per uroce-pcap-check, {len(frames)} in the file")
+    ours = [parse(i + 1, fr) if is_roce(fr) else None for i, fr in enumerate(frames)]
+    roce = [p for p in ours if p is not None]
+    if len(roce) < min_roce:
+        fail(f"{name}: {len(roce)} RoCE frames, expected at least {min_roce}")
+    mine = collections.Counter(p["opcode"] for p in roce)
+    if mine != collections.Counter(counts):
+        diff = {hex(o): (mine[o], counts.get(o, 0)) for o in set(mine) | set(counts)
+                if mine[o] != counts.get(o, 0)}
+        fail(f"{name}: our opcode counts differ from uroce-pcap-check's (ours, tool): {diff}")
+    compare_with_tshark(name, frames, ours, counts, tshark, pcap)
+    print(f"OK: {name}: {len(frames)} frames, {len(roce)} RoCE ({len(counts)} opcodes), every "
+          f"ICRC valid (uroce-pcap-check), tshark: no malformed frame, no expert info")
+
+
+def check_one(name, pcap, tool, tshark):
+    frames = read_pcap(pcap)
+    n_frames, counts = pcap_check(tool, pcap)
+    if n_frames != len(frames) or n_frames < 150:
+        fail(f"{name}: {n_frames} frames per uroce-pcap-check, {len(frames)} in the file")
+    missing = sorted(WANT_OPCODES - set(counts))
+    if missing:
+        fail(f"{name}: opcodes never seen by uroce-pcap-check: {[hex(o) for o in missing]}")
+    ours = [parse(i + 1, fr) for i, fr in enumerate(frames)]
+    if collections.Counter(p["opcode"] for p in ours) != collections.Counter(counts):
+        fail(f"{name}: our opcode counts differ from uroce-pcap-check's")
+
+    compare_with_tshark(name, frames, ours, counts, tshark, pcap)
     return ours, counts
 
 
 def main():
+    if len(sys.argv) >= 6 and sys.argv[1] == "--daemon":
+        tool, tshark, min_roce = sys.argv[2], sys.argv[3], int(sys.argv[4])
+        if not os.access(tshark, os.X_OK):
+            fail(f"tshark not found ({tshark!r}): install the tshark package")
+        for pcap in sys.argv[5:]:
+            check_daemon_capture(pcap, tool, tshark, min_roce)
+        return 0
     if len(sys.argv) != 5:
         fail(__doc__.strip().splitlines()[-1])
     gen, tool, tshark, work = sys.argv[1:]

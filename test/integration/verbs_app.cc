@@ -15,9 +15,23 @@
 //   verbs_app hold SOCK_A SOCK_B   an RC pair, then RDMA WRITEs forever (the script SIGKILLs it
 //                                  and checks the daemons freed everything); prints
 //                                  "transferring" after the first completed WRITE.
+//   verbs_app bulk SOCK_A SOCK_B N_64K N_1M [DIR]   one RC pair; RC WRITE, READ and SEND of
+//                                  N_64K 64 KiB and N_1M 1 MiB messages each (8 in flight),
+//                                  every message a distinct pattern checked where it lands
+//                                  (B for WRITE / SEND, A for READ). Then prints the QPNs and,
+//                                  with DIR, creates DIR/done and waits (up to 60 s) for
+//                                  DIR/release before destroying the QPs (the loss test reads
+//                                  their counters with uroce-stat meanwhile).
+//   verbs_app resolve SOCK SGID_INDEX DGID ok|unreachable   modify_qp to RTR towards DGID
+//                                  (an IPv4 address is taken as its IPv4-mapped GID) and
+//                                  create_ah for it must both succeed, or both fail with
+//                                  EHOSTUNREACH; prints the time each took.
 // Every wait is bounded (a generous 30 s: two busy-polling daemons share two cores with us).
 // Exit 0 when every check passed; each failure prints "FAIL: ...".
+#include <arpa/inet.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <atomic>
 #include <cerrno>
@@ -118,7 +132,7 @@ struct Side {
   uint8_t gid[16] = {};
 };
 
-void open_side(Side &s, const char *name, const char *sock) {
+void open_side(Side &s, const char *name, const char *sock, size_t buf_bytes = kBufBytes) {
   s.name = name;
   int rc = Context::open(sock, name, &s.ctx);
   REQUIRE(rc == 0, "%s: open %s: %s", name, sock, std::strerror(rc));
@@ -129,8 +143,8 @@ void open_side(Side &s, const char *name, const char *sock) {
   REQUIRE(s.ctx->query_gid(1, kGidIndex, s.gid) == 0, "%s: query_gid", name);
   REQUIRE(s.gid[10] == 0xff && s.gid[11] == 0xff, "%s: GID %u is not IPv4-mapped", name, kGidIndex);
   REQUIRE(s.ctx->alloc_pd(&s.pd) == 0, "%s: alloc_pd", name);
-  REQUIRE(Buffer::create(kBufBytes, &s.buf) == 0, "%s: buffer", name);
-  rc = s.ctx->reg_mr(s.pd, s.buf, 0, kBufBytes,
+  REQUIRE(Buffer::create(buf_bytes, &s.buf) == 0, "%s: buffer", name);
+  rc = s.ctx->reg_mr(s.pd, s.buf, 0, buf_bytes,
                      kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic, &s.mr);
   REQUIRE(rc == 0, "%s: reg_mr: %s", name, std::strerror(rc));
   rc = s.ctx->create_cq(1024, &s.cq);
@@ -197,7 +211,9 @@ void to_init(Side &s, Qp &q, uint32_t type) {
   REQUIRE(rc == 0, "%s: modify_qp INIT: %s", s.name, std::strerror(rc));
 }
 
-void to_rtr_rts(Side &s, Qp &q, uint32_t type, const Side &peer, uint32_t peer_qpn) {
+// timeout: the RC local ACK timeout exponent (4.096 us << timeout; 14 is 67 ms).
+void to_rtr_rts(Side &s, Qp &q, uint32_t type, const Side &peer, uint32_t peer_qpn,
+                uint8_t timeout = 14) {
   uroce::ctl::QpAttrPayload a{};
   a.qp_state = 2;
   uint32_t mask = kMaskState;
@@ -224,7 +240,7 @@ void to_rtr_rts(Side &s, Qp &q, uint32_t type, const Side &peer, uint32_t peer_q
   a.sq_psn = 0x100;
   mask = kMaskState | kMaskSqPsn;
   if (type == kRc) {
-    a.timeout = 14;
+    a.timeout = timeout;
     a.retry_cnt = 7;
     a.rnr_retry = 7;
     a.max_rd_atomic = 16;
@@ -238,14 +254,14 @@ struct Pair {
   std::unique_ptr<Qp> a, b;
 };
 
-Pair connect_pair(Side &A, Side &B, uint32_t type, uint32_t b_srq = 0) {
+Pair connect_pair(Side &A, Side &B, uint32_t type, uint32_t b_srq = 0, uint8_t timeout = 14) {
   Pair p;
   p.a = make_qp(A, type);
   p.b = make_qp(B, type, b_srq);
   to_init(A, *p.a, type);
   to_init(B, *p.b, type);
-  to_rtr_rts(A, *p.a, type, B, p.b->qpn);
-  to_rtr_rts(B, *p.b, type, A, p.a->qpn);
+  to_rtr_rts(A, *p.a, type, B, p.b->qpn, timeout);
+  to_rtr_rts(B, *p.b, type, A, p.a->qpn, timeout);
   return p;
 }
 
@@ -1016,6 +1032,185 @@ int placement(const char *sock, int workers) {
   return g_fails ? 1 : 0;
 }
 
+// ---- bulk transfers: many multi-packet messages on one RC pair (the loss test) ----
+// Every 8-byte word of message m holds a hash of (m, word index): a message that lands in the
+// wrong place, twice, partly, or not at all (the slot still holds message m - 8) shows.
+uint64_t pattern_word(uint64_t seed, uint64_t k) {
+  uint64_t z = (seed << 32 ^ k) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+void fill_pattern(uint8_t *p, size_t n, uint64_t seed) {
+  for (size_t k = 0; k < n / 8; ++k) {
+    const uint64_t w = pattern_word(seed, k);
+    std::memcpy(p + 8 * k, &w, 8);
+  }
+}
+// Returns the offset of the first wrong word, or n when all are right.
+size_t check_pattern(const uint8_t *p, size_t n, uint64_t seed) {
+  for (size_t k = 0; k < n / 8; ++k) {
+    uint64_t w;
+    std::memcpy(&w, p + 8 * k, 8);
+    if (w != pattern_word(seed, k)) return 8 * k;
+  }
+  return n;
+}
+
+constexpr size_t kBulkBuf = 8u << 20;  // eight 1 MiB slots per side
+constexpr int kBulkWaitMs = 60'000;    // one message, lossy path, two busy daemons
+
+// Runs `n` messages of `len` bytes of one kind (kWrWrite, kWrRead or kWrSend) A -> B with up
+// to `depth` in flight, checking each where it lands. Returns false on the first failure.
+bool bulk_run(Side &A, Side &B, Pair &p, uint8_t op, uint32_t len, uint32_t n, uint32_t tag) {
+  const uint32_t depth = static_cast<uint32_t>(std::min<size_t>(8, kBulkBuf / len));
+  const char *what = op == kWrWrite ? "WRITE" : op == kWrRead ? "READ" : "SEND";
+  auto seed = [&](uint32_t i) { return (uint64_t{tag} << 24) | i; };
+  auto slot = [&](uint32_t i) { return uint64_t{i % depth} * len; };
+  const auto t0 = std::chrono::steady_clock::now();
+  uint32_t posted = 0, done = 0;
+  while (done < n) {
+    while (posted < n && posted - done < depth) {
+      const uint64_t off = slot(posted);
+      int rc;
+      if (op == kWrRead) {  // B holds what A reads
+        fill_pattern(B.buf.data() + off, len, seed(posted));
+        rc = post(A, *p.a, posted, kWrRead, off, len, B.mr.addr + off, B.mr.rkey);
+      } else {
+        fill_pattern(A.buf.data() + off, len, seed(posted));
+        if (op == kWrSend) {
+          rc = post_recv(B, *p.b, posted, off, len);
+          if (rc) {
+            CHECK(false, "bulk %s: post_recv %u: %s", what, posted, std::strerror(rc));
+            return false;
+          }
+        }
+        rc = post(A, *p.a, posted, op, off, len, B.mr.addr + off, B.mr.rkey);
+      }
+      if (rc) {
+        CHECK(false, "bulk %s: post %u: %s", what, posted, std::strerror(rc));
+        return false;
+      }
+      ++posted;
+    }
+    Cqe c{};
+    if (!wait_cqe(A, &c, kBulkWaitMs)) {
+      CHECK(false, "bulk %s %u B: no completion for message %u within %d ms", what, len, done,
+            kBulkWaitMs);
+      return false;
+    }
+    const uint32_t want_op = op == kWrWrite ? kWcWrite : op == kWrRead ? kWcRead : kWcSend;
+    if (c.status != 0 || c.wr_id != done || c.opcode != want_op) {
+      CHECK(false, "bulk %s %u B: completion wr_id %lu status %u opcode %u, expected %u 0 %u", what,
+            len, static_cast<unsigned long>(c.wr_id), c.status, c.opcode, done, want_op);
+      return false;
+    }
+    const uint8_t *landed = (op == kWrRead ? A.buf.data() : B.buf.data()) + slot(done);
+    if (op == kWrSend) {
+      Cqe r{};
+      if (!wait_cqe(B, &r, kBulkWaitMs) || r.status != 0 || r.wr_id != done || r.byte_len != len) {
+        CHECK(false,
+              "bulk SEND %u B: receive completion wr_id %lu status %u byte_len %u "
+              "(expected %u 0 %u)",
+              len, static_cast<unsigned long>(r.wr_id), r.status, r.byte_len, done, len);
+        return false;
+      }
+    }
+    const size_t bad = check_pattern(landed, len, seed(done));
+    if (bad != len) {
+      CHECK(false, "bulk %s %u B: message %u differs at byte %zu (on %s)", what, len, done, bad,
+            op == kWrRead ? "A" : "B");
+      return false;
+    }
+    ++done;
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("ok: RC %s %u x %u B, every message checked (%.2f s, %.1f MB/s)\n", what, n, len, s,
+              n * static_cast<double>(len) / 1e6 / (s > 0 ? s : 1));
+  return true;
+}
+
+int bulk(const char *sa, const char *sb, uint32_t n64k, uint32_t n1m, const char *dir) {
+  Side A, B;
+  open_side(A, "A", sa, kBulkBuf);
+  open_side(B, "B", sb, kBulkBuf);
+  // Local ACK timeout 268 ms (16): seven retries ride out ~1.9 s without progress, e.g. a
+  // daemon starved of CPU on a loaded two-core machine while its RX ring overflows.
+  Pair p = connect_pair(A, B, kRc, 0, 16);
+  std::printf("ok: RC QPs connected: A %u <-> B %u\n", p.a->qpn, p.b->qpn);
+  uint32_t tag = 1;
+  for (uint8_t op : {kWrWrite, kWrRead, kWrSend}) {
+    if (!bulk_run(A, B, p, op, 64 << 10, n64k, tag++)) break;
+    if (!bulk_run(A, B, p, op, 1 << 20, n1m, tag++)) break;
+  }
+  std::printf("transfers done: A qp %u, B qp %u\n", p.a->qpn, p.b->qpn);
+  if (dir != nullptr) {
+    const std::string d = dir;
+    FILE *f = std::fopen((d + "/done").c_str(), "w");
+    REQUIRE(f != nullptr, "cannot create %s/done", dir);
+    std::fprintf(f, "%u %u\n", p.a->qpn, p.b->qpn);
+    std::fclose(f);
+    CHECK(wait_file(d + "/release"), "no %s/release within %d ms", dir, 2 * kWaitMs);
+  }
+  CHECK(A.ctx->destroy_qp(*p.a) == 0 && B.ctx->destroy_qp(*p.b) == 0, "destroy RC QPs");
+  std::printf("%d failure(s)\n", g_fails);
+  return g_fails ? 1 : 0;
+}
+
+// ---- neighbour resolution by the daemon (modify_qp to RTR, create_ah) ----
+int resolve(const char *sock, uint32_t sgid_index, const char *dest, bool expect_ok) {
+  Side S;
+  open_side(S, "app", sock, 1 << 16);
+  uroce::ctl::AhAttrPayload ah{};
+  in_addr v4{};
+  if (inet_pton(AF_INET, dest, &v4) == 1) {
+    ah.dgid[10] = ah.dgid[11] = 0xff;
+    std::memcpy(ah.dgid + 12, &v4, 4);
+  } else {
+    REQUIRE(inet_pton(AF_INET6, dest, ah.dgid) == 1, "not an IPv4 or IPv6 address: %s", dest);
+  }
+  ah.sgid_index = static_cast<uint8_t>(sgid_index);
+  ah.is_global = 1;
+  ah.hop_limit = 64;
+  ah.port_num = 1;
+  const int want = expect_ok ? 0 : EHOSTUNREACH;
+  auto q = make_qp(S, kRc);
+  to_init(S, *q, kRc);
+  uroce::ctl::QpAttrPayload a{};
+  a.qp_state = 2;
+  a.path_mtu = 3;
+  a.dest_qp_num = 0x123;
+  a.rq_psn = 1;
+  a.ah_attr = ah;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 1;
+  auto t0 = std::chrono::steady_clock::now();
+  int rc = S.ctx->modify_qp(*q, a,
+                            kMaskState | kMaskAv | kMaskPathMtu | kMaskDestQpn | kMaskRqPsn |
+                                kMaskMaxDestRdAtomic | kMaskMinRnr);
+  auto ms = [&] {
+    return static_cast<long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count());
+  };
+  const long rtr_ms = ms();
+  CHECK(rc == want, "modify_qp RTR towards %s: %s (%d), expected %s", dest, std::strerror(rc), rc,
+        want ? std::strerror(want) : "success");
+  std::printf("modify_qp RTR towards %s (sgid %u): %s after %ld ms\n", dest, sgid_index,
+              rc ? std::strerror(rc) : "ok", rtr_ms);
+  t0 = std::chrono::steady_clock::now();
+  uint32_t ahh = 0;
+  rc = S.ctx->create_ah(S.pd, ah, &ahh);
+  const long ah_ms = ms();
+  CHECK(rc == want, "create_ah for %s: %s (%d), expected %s", dest, std::strerror(rc), rc,
+        want ? std::strerror(want) : "success");
+  std::printf("create_ah for %s: %s after %ld ms\n", dest, rc ? std::strerror(rc) : "ok", ah_ms);
+  if (rc == 0) CHECK(S.ctx->destroy_ah(ahh) == 0, "destroy_ah");
+  CHECK(S.ctx->destroy_qp(*q) == 0, "destroy_qp");
+  std::printf("%d failure(s)\n", g_fails);
+  return g_fails ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -1026,10 +1221,20 @@ int main(int argc, char **argv) {
   if (argc == 4 && std::strcmp(argv[1], "requester") == 0) return requester(argv[2], argv[3]);
   if (argc == 4 && std::strcmp(argv[1], "placement") == 0)
     return placement(argv[2], std::atoi(argv[3]));
+  if ((argc == 6 || argc == 7) && std::strcmp(argv[1], "bulk") == 0)
+    return bulk(argv[2], argv[3], static_cast<uint32_t>(std::strtoul(argv[4], nullptr, 0)),
+                static_cast<uint32_t>(std::strtoul(argv[5], nullptr, 0)),
+                argc == 7 ? argv[6] : nullptr);
+  if (argc == 6 && std::strcmp(argv[1], "resolve") == 0 &&
+      (std::strcmp(argv[5], "ok") == 0 || std::strcmp(argv[5], "unreachable") == 0))
+    return resolve(argv[2], static_cast<uint32_t>(std::strtoul(argv[3], nullptr, 0)), argv[4],
+                   std::strcmp(argv[5], "ok") == 0);
   if (argc == 6 && std::strcmp(argv[1], "fuzz") == 0)
     return fuzz(argv[2], argv[3], std::strtoull(argv[4], nullptr, 0), std::atoi(argv[5]));
   std::fprintf(stderr,
                "usage: verbs_app run|hold SOCK_A SOCK_B | fuzz SOCK_A SOCK_B SEED ROUNDS |\n"
-               "                 responder|requester SOCK DIR | placement SOCK WORKERS\n");
+               "                 responder|requester SOCK DIR | placement SOCK WORKERS |\n"
+               "                 bulk SOCK_A SOCK_B N_64K N_1M [DIR] |\n"
+               "                 resolve SOCK SGID_INDEX DGID ok|unreachable\n");
   return 2;
 }

@@ -18,7 +18,8 @@ PKGS=(
   iputils-arping iputils-ping ndisc6
   # interop suite (test/interop, doc/interop.md): the rxe guests of ../shared/rig under qemu;
   # the rig's image build needs xz, readelf, dpkg-deb, cpio and kmod (depmod, and the /bin/kmod
-  # its symlink checks see); nftables drops frames where the kernel has no tc netem
+  # its symlink checks see); nftables drops frames where the kernel has no tc netem (also the
+  # uroced loss test, test/integration/uroced_loss.sh)
   qemu-system-x86 xz-utils binutils dpkg cpio kmod nftables
 )
 

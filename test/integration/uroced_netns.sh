@@ -3,16 +3,24 @@
 # Integration test of uroced on a veth pair between two network namespaces of its own:
 #   uroce-itest-PID-d: the veth end uroced drives with net_af_packet (kernel IPv6 off, no IP)
 #   uroce-itest-PID-p: the other end, a Linux peer with 10.77.0.1/24 and fd00:77::1/64
-# Checks: uroced answers ARP (arping, and the kernel's neighbour entry after ping) and IPv6
+# Checks: uroced resolves the Linux side: an app's modify_qp to RTR and create_ah towards the
+# Linux host's IPv4-mapped, global IPv6 and link-local GIDs succeed (uroced sends an ARP
+# request / Neighbor Solicitation, the kernel answers; the kernel's neighbour table then holds
+# uroced's MAC, learnt from the request, and uroce-stat shows uroced's entries with the Linux
+# veth's MAC), and an address nobody answers gives EHOSTUNREACH within the documented 10 s.
+# uroced answers ARP (arping, and the kernel's neighbour entry after ping) and IPv6
 # neighbour discovery for its global and link-local addresses (ndisc6, ip -6 neigh), does not
 # answer for other addresses, stops cleanly on SIGTERM with its counters, and its pcap capture
-# (gratuitous ARP, replies) dissects in tshark without malformed frames or expert warnings.
+# (gratuitous ARP, replies, its own requests) dissects in tshark without malformed frames or
+# expert warnings.
 # Also: a PMD-refused MTU, a bad --set value and a foreign libibverbs each end with their exit
 # code and message. Needs root; every wait is bounded; everything it creates is removed on exit.
-# Usage: uroced_netns.sh PATH/TO/uroced
+# Usage: uroced_netns.sh PATH/TO/uroced PATH/TO/uroce-stat PATH/TO/verbs_app
 set -uo pipefail
 
-UROCED=${1:?usage: $0 PATH/TO/uroced}
+UROCED=${1:?usage: $0 UROCED UROCE_STAT VERBS_APP}
+STAT=${2:?usage: $0 UROCED UROCE_STAT VERBS_APP}
+APP=${3:?usage: $0 UROCED UROCE_STAT VERBS_APP}
 if [ "$(id -u)" != 0 ]; then
   echo "FAIL: this test needs root (network namespaces and veth interfaces); CI runs as root"
   exit 1
@@ -75,15 +83,24 @@ ip netns exec "$NS_D" sysctl -qw "net.ipv6.conf.$VD.disable_ipv6=1"
 # Jumbo frames: uroced runs with MTU 4200 (IB MTU 4096) over af_packet with 8 KB frame slots.
 ip -n "$NS_D" link set "$VD" mtu 4200 up
 ip -n "$NS_P" link set lo up
+# The Linux side's link-local address is usable at once (uroced resolves it below).
+ip netns exec "$NS_P" sysctl -qw "net.ipv6.conf.$VP.accept_dad=0"
 ip -n "$NS_P" link set "$VP" mtu 4200 up
 ip -n "$NS_P" addr add 10.77.0.1/24 dev "$VP"
 ip -n "$NS_P" -6 addr add fd00:77::1/64 dev "$VP" nodad
 MAC=$(ip -n "$NS_D" -o link show "$VD" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
 [ -n "$MAC" ] || { echo "FAIL: cannot read the MAC of $VD"; exit 1; }
 # fe80:: + modified EUI-64 of the MAC (flip bit 1 of the first byte, insert ff:fe).
-IFS=: read -r m0 m1 m2 m3 m4 m5 <<<"$MAC"
-LL=$(printf 'fe80::%x:%x:%x:%x' $(( (0x$m0 ^ 2) << 8 | 0x$m1 )) $(( 0x$m2 << 8 | 0xff )) \
-  $(( 0xfe << 8 | 0x$m3 )) $(( 0x$m4 << 8 | 0x$m5 )))
+link_local() {  # fe80:: + modified EUI-64 of the MAC (flip bit 1 of the first byte, insert ff:fe)
+  local m0 m1 m2 m3 m4 m5
+  IFS=: read -r m0 m1 m2 m3 m4 m5 <<<"$1"
+  printf 'fe80::%x:%x:%x:%x' $(( (0x$m0 ^ 2) << 8 | 0x$m1 )) $(( 0x$m2 << 8 | 0xff )) \
+    $(( 0xfe << 8 | 0x$m3 )) $(( 0x$m4 << 8 | 0x$m5 ))
+}
+LL=$(link_local "$MAC")
+LMAC=$(ip -n "$NS_P" -o link show "$VP" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+[ -n "$LMAC" ] || { echo "FAIL: cannot read the MAC of $VP"; exit 1; }
+LLP=$(link_local "$LMAC")
 
 cat >"$WORK/uroced.conf" <<EOF
 [eal]
@@ -162,6 +179,50 @@ grep -q "gid 2 fd00:77::2 RoCE v2" "$WORK/uroced.log" || fail "GID 2 is not fd00
 
 peer() { ip netns exec "$NS_P" timeout 30 "$@"; }
 
+# --- uroced resolves the Linux side (before anything else makes the kernel learn uroced's MAC)
+SOCK=$WORK/uroced.sock
+before4=$(ip -n "$NS_P" neigh show 10.77.0.2 dev "$VP")
+before6=$(ip -n "$NS_P" -6 neigh show fd00:77::2 dev "$VP")
+[ -z "$before4$before6" ] || fail "the kernel knew uroced's MAC before uroced asked: '$before4' '$before6'"
+# GID index: 0 link-local, 1 ::ffff:10.77.0.2, 2 fd00:77::2 (checked above).
+for target in "1 10.77.0.1" "2 fd00:77::1" "0 $LLP"; do
+  read -r sgid dest <<<"$target"
+  out=$(timeout 60 "$APP" resolve "$SOCK" "$sgid" "$dest" ok 2>&1); rc=$?
+  if [ $rc -eq 0 ]; then
+    pass "uroced resolved $dest: $(grep -h "modify_qp RTR" <<<"$out"); $(grep -h create_ah <<<"$out")"
+  else
+    fail "uroced resolving $dest: exit $rc: $out"
+  fi
+done
+# The kernel learnt uroced's MAC from uroced's ARP request and NS (it had no entry before).
+neigh=$(ip -n "$NS_P" neigh show 10.77.0.2 dev "$VP")
+grep -qi "lladdr $MAC" <<<"$neigh" && pass "Linux saw uroced's ARP request: $neigh" \
+  || fail "no neighbour entry from uroced's ARP request: '$neigh'"
+neigh=$(ip -n "$NS_P" -6 neigh show dev "$VP")
+grep -qi "fd00:77::2 lladdr $MAC" <<<"$neigh" && grep -qi "$LL lladdr $MAC" <<<"$neigh" &&
+  pass "Linux saw uroced's Neighbor Solicitations: $(tr '\n' ';' <<<"$neigh")" ||
+  fail "no IPv6 neighbour entries from uroced's NS: '$neigh'"
+# uroced's neighbour table holds the Linux veth's MAC for the three addresses.
+nt=$(timeout 30 "$STAT" -s "$SOCK" .neigh arp.tx_requests nd.tx_ns 2>&1)
+echo "$nt" | sed 's/^/  uroce-stat: /'
+for ip in 10.77.0.1 fd00:77::1 "$LLP"; do
+  grep -qiE "^port\.p0\.neigh\.$ip $LMAC (reachable|stale|probe)$" <<<"$nt" &&
+    pass "uroced's neighbour entry for $ip holds $LMAC" || fail "uroced's neighbour entry for $ip: not $LMAC"
+done
+grep -qE "^port\.p0\.arp\.tx_requests [1-9]" <<<"$nt" && grep -qE "^port\.p0\.nd\.tx_ns [1-9]" <<<"$nt" &&
+  pass "uroce-stat counts uroced's ARP requests and NS" || fail "port.p0.arp.tx_requests / nd.tx_ns not counted"
+# Nobody answers for 10.77.0.9: EHOSTUNREACH after three probes (0, 1, 3 s; failed 4 s after
+# the last), within the 10 s bound of doc/uroced.md (2 s slack for a loaded machine).
+out=$(timeout 60 "$APP" resolve "$SOCK" 1 10.77.0.9 unreachable 2>&1); rc=$?
+ms=$(sed -n 's/^modify_qp RTR .*: .* after \([0-9]*\) ms$/\1/p' <<<"$out")
+if [ $rc -eq 0 ] && [ -n "$ms" ] && [ "$ms" -le 12000 ]; then
+  pass "10.77.0.9 (nobody): $(grep -h "modify_qp RTR" <<<"$out"); $(grep -h create_ah <<<"$out")"
+else
+  fail "10.77.0.9 (nobody): exit $rc, '$ms' ms: $out"
+fi
+fails=$(timeout 30 "$STAT" -s "$SOCK" port.p0.neigh_failures | awk '{ print $2 }')
+[ "${fails:-0}" -ge 1 ] && pass "port.p0.neigh_failures=$fails" || fail "port.p0.neigh_failures='$fails'"
+
 # --- ARP
 out=$(peer arping -c 3 -w 10 -I "$VP" 10.77.0.2 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -qi "reply from 10.77.0.2 \[$MAC\]" <<<"$out"; then
@@ -237,6 +298,10 @@ else
   grep -qi "10.77.0.2 is at $MAC" <<<"$list" && pass "capture: ARP replies" || fail "capture lacks ARP replies"
   grep -qiE "Neighbor Advertisement fd00:77::2 \(sol, ovr\) is at $MAC" <<<"$list" && pass "capture: solicited NA" \
     || fail "capture lacks a solicited NA"
+  grep -q "Who has 10.77.0.1? Tell 10.77.0.2" <<<"$list" && pass "capture: uroced's ARP request" \
+    || fail "capture lacks uroced's ARP request for 10.77.0.1"
+  grep -q "Neighbor Solicitation for fd00:77::1 from $MAC" <<<"$list" && pass "capture: uroced's NS" \
+    || fail "capture lacks uroced's NS for fd00:77::1"
   big=$(tshark -r "$PCAP" -Y "eth.dst == $MAC && frame.len == 4042 && icmp.type == 8" 2>/dev/null | wc -l)
   [ "$big" -ge 1 ] && pass "capture: the 4042-byte frame arrived whole" || fail "no 4042-byte frame received"
   good=$(tshark -r "$PCAP" -Y "eth.src == $MAC && icmpv6.checksum.status == 1" 2>/dev/null | wc -l)

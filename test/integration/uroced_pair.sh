@@ -15,27 +15,38 @@
 #   3a. verbs_app placement on A: QPs over the workers (EINVAL for a QP whose CQs are bound to
 #      two workers), RC SEND / WRITE between two QPs of A through its own port.
 #   4. SIGTERM stops both daemons with exit 0.
+#   5. Both daemons captured everything (daemon.pcap): every capture passes uroce-pcap-check
+#      (every RoCE frame parses, every ICRC valid) and tshark (no malformed frame, no expert
+#      info, the BTH fields of our own parse): check_capture.py --daemon.
 # Needs root (as the other integration tests; CI runs as root). Every wait is bounded; every
 # process it starts is stopped by PID on exit; its files and DPDK runtime directories go too.
-# Usage: uroced_pair.sh PATH/TO/uroced PATH/TO/uroce-stat PATH/TO/verbs_app [WORKERS]
+# Usage: uroced_pair.sh UROCED UROCE_STAT VERBS_APP UROCE_PCAP_CHECK CHECK_CAPTURE_PY [WORKERS]
 # WORKERS=2: both daemons run two worker lcores (0 and 1; net_memif with two queue pairs), QPs
 # are placed on both workers, and the test also checks that frames crossed between lcores
 # (worker.*.handoff_out / handoff_in, forwarded doorbells) and nothing was misrouted.
 set -uo pipefail
 
-UROCED=${1:?usage: $0 UROCED UROCE_STAT VERBS_APP}
-STAT=${2:?usage: $0 UROCED UROCE_STAT VERBS_APP}
-APP=${3:?usage: $0 UROCED UROCE_STAT VERBS_APP}
-WORKERS=${4:-1}
+USAGE="usage: $0 UROCED UROCE_STAT VERBS_APP UROCE_PCAP_CHECK CHECK_CAPTURE_PY [WORKERS]"
+UROCED=${1:?$USAGE}
+STAT=${2:?$USAGE}
+APP=${3:?$USAGE}
+PCAP_CHECK=${4:?$USAGE}
+CHECK_CAPTURE=${5:?$USAGE}
+WORKERS=${6:-1}
 case "$WORKERS" in 1|2) ;; *) echo "FAIL: WORKERS must be 1 or 2"; exit 1;; esac
 if [ "$(id -u)" != 0 ]; then
   echo "FAIL: this test needs root (like the other integration tests); CI runs as root"
   exit 1
 fi
-command -v timeout >/dev/null || { echo "FAIL: 'timeout' not found"; exit 1; }
+for t in timeout tshark python3; do
+  command -v "$t" >/dev/null || { echo "FAIL: '$t' not found (scripts/install-deps.sh installs it)"; exit 1; }
+done
 
 ID=$$
-WORK=$(mktemp -d /tmp/uroce-pair-XXXXXX)
+# The captures go to tmpfs, so a busy disk never stalls a poll loop.
+SHM=/dev/shm
+[ -d "$SHM" ] && [ -w "$SHM" ] || SHM=/tmp
+WORK=$(mktemp -d "$SHM/uroce-pair-XXXXXX")
 PID_A="" PID_B="" PID_V="" PID_C=""
 FAILS=0
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
@@ -82,6 +93,7 @@ socket = $WORK/uroced-$1.sock
 workers = $lcores
 mbufs = 4095
 idle_sleep_us = 50
+pcap = $WORK/uroced-$1.pcap
 [port p0]
 device = net_memif0,role=$2,socket=$WORK/memif.sock,id=0
 ipv4 = $4/24
@@ -118,7 +130,7 @@ stat() {  # stat NAME KEY -> value (empty if absent)
 # --- 0. a second uroced on a live control socket refuses to start (exit 1)
 out=$(timeout 120 env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced-a.conf" \
   --set "eal.args=--no-huge -m 256 --no-pci --file-prefix=uroce-pair-$ID-c --log-level=*:notice" \
-  --set port.p0.device=net_ring0 --set daemon.workers=1 2>&1); rc=$?
+  --set port.p0.device=net_ring0 --set daemon.workers=1 --set daemon.pcap= 2>&1); rc=$?
 rm -rf "/var/run/dpdk/uroce-pair-$ID-c"
 if [ $rc -eq 1 ] && grep -q "cannot listen on control socket '$SOCK_A': Address already in use" <<<"$out"; then
   pass "a second uroced on A's socket: exit 1, $(grep "cannot listen" <<<"$out")"
@@ -295,6 +307,13 @@ for d in a b; do
     fail "uroced $d: exit $rc"
   fi
 done
+
+# --- 5. the captures (written and closed at exit)
+out=$(timeout 300 python3 "$CHECK_CAPTURE" --daemon "$PCAP_CHECK" "$(command -v tshark)" 1000 \
+  "$WORK/uroced-a.pcap" "$WORK/uroced-b.pcap" 2>&1); rc=$?
+echo "$out" | sed 's/^/  /'
+[ $rc -eq 0 ] && pass "captures: uroce-pcap-check and tshark accept every frame" \
+  || fail "captures: check_capture.py --daemon exit $rc"
 
 echo "$FAILS failure(s)"
 [ "$FAILS" -eq 0 ]

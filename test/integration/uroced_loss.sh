@@ -13,10 +13,10 @@
 #
 # Run 1: 2 % loss in each direction. Run 2: 1 % loss and 1 % duplicates in each direction.
 # Each run: verbs_app bulk (one RC pair; RC WRITE, READ and SEND of 64 KiB and 1 MiB messages,
-# eight in flight, every message's pattern checked where it lands) must complete, and the QP
-# counters read with uroce-stat while the QPs still exist must show the recovery: retransmits
-# and sequence NAKs on the requester (A), duplicates on the responder (B); the nft counters
-# show the drops (and duplicates) really happened.
+# 8 (64 KiB) or 2 (1 MiB) in flight, every message's pattern checked where it lands) must
+# complete, and the QP counters read with uroce-stat while the QPs still exist must show the
+# recovery: retransmits and sequence NAKs on the requester (A), duplicates on the responder
+# (B); the nft counters show the drops (and duplicates) really happened.
 # Both daemons capture (daemon.pcap): after SIGTERM (exit 0) every capture must pass
 # uroce-pcap-check (every RoCE frame parses, every ICRC valid) and tshark (no malformed frame,
 # no expert info, BTH fields as our parse): check_capture.py --daemon. Frames dropped on the

@@ -86,8 +86,8 @@ trap cleanup EXIT
 
 # Daemon A: memif server, lcore 0. Daemon B: memif client, lcore 1. Both nap when idle.
 # With WORKERS=2 both run lcores 0 (main + worker 0) and 1 (worker 1).
-# Capture only with one worker: util::PcapWriter writes a record in two fwrite calls, so two
-# worker lcores sharing one capture file can interleave records (not fixed yet).
+# Capture only with one worker: with two, only main's queue is captured (workers >= 1 have no
+# capture; only the main lcore writes the file), so the capture would miss worker 1's frames.
 capture=""
 [ "$WORKERS" = 1 ] && capture=yes
 conf() {  # conf NAME ROLE LCORE IP

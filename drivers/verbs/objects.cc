@@ -64,7 +64,17 @@ int op_req_notify_cq(ibv_cq *cq, int solicited_only) {
   return 0;
 }
 
-bool opcode_ok(ibv_wr_opcode op) {
+// The opcode an app wrote, as an integer: an ibv_wr_opcode object may hold any value (a bad
+// WR is the app's to make), and loading one outside the enum's values as the enum type is
+// undefined behaviour.
+uint32_t raw_opcode(const ibv_send_wr *wr) {
+  static_assert(sizeof(wr->opcode) == sizeof(uint32_t));
+  uint32_t v;
+  std::memcpy(&v, &wr->opcode, sizeof v);
+  return v;
+}
+
+bool opcode_ok(uint32_t op) {
   switch (op) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -86,15 +96,16 @@ int op_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
   for (; wr; wr = wr->next) {
     client::SendWr w;
     w.wr_id = wr->wr_id;
-    w.opcode = static_cast<uint8_t>(wr->opcode);
+    const uint32_t op = raw_opcode(wr);
+    w.opcode = static_cast<uint8_t>(op);
     w.send_flags = wr->send_flags;
     w.sg_list = reinterpret_cast<const abi::Sge *>(wr->sg_list);
     w.num_sge = wr->num_sge < 0 ? ~0u : static_cast<uint32_t>(wr->num_sge);
     w.imm_data = wr->imm_data;
     int rc =
-        opcode_ok(wr->opcode) && wr->num_sge >= 0 && (wr->num_sge == 0 || wr->sg_list) ? 0 : EINVAL;
+        opcode_ok(op) && wr->num_sge >= 0 && (wr->num_sge == 0 || wr->sg_list) ? 0 : EINVAL;
     if (rc == 0) {
-      if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+      if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
         w.remote_addr = wr->wr.atomic.remote_addr;
         w.rkey = wr->wr.atomic.rkey;
         w.compare_add = wr->wr.atomic.compare_add;

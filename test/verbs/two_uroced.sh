@@ -91,8 +91,12 @@ on() {  # on SOCK CMD...
 
 # The memif link comes up once both daemons run: wait (bounded) until A's port is ACTIVE.
 wait_active() {
+  # ibv_devinfo is not built with ASan: with an ASan-built shim (UROCE_ASAN_RUNTIME, set by
+  # meson in sanitized builds) the runtime has to be preloaded into it, without leak checking.
+  local pre=()
+  [ -n "${UROCE_ASAN_RUNTIME:-}" ] && pre=(env LD_PRELOAD="$UROCE_ASAN_RUNTIME" ASAN_OPTIONS=detect_leaks=0)
   for _ in $(seq 100); do
-    on "$SOCK_A" timeout 30 ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE && return 0
+    on "$SOCK_A" "${pre[@]}" timeout 30 ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE && return 0
     sleep 0.2
   done
   return 1

@@ -21,7 +21,10 @@ namespace {
 constexpr const char *kDefaultSocket = "/run/uroce/uroced.sock";
 
 std::mutex g_dev_mu;
-std::vector<Device *> g_devices;  // every device ever listed; never freed (see shim.h)
+// Every device ever listed; never freed (see shim.h). The vector itself is never destroyed
+// either, so the devices stay reachable (and valid for ibv_device pointers an app keeps) through
+// exit, after static destructors have run.
+std::vector<Device *> &g_devices = *new std::vector<Device *>;
 
 const char *prog_name() {
   return program_invocation_short_name ? program_invocation_short_name : "verbs-app";

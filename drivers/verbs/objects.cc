@@ -102,8 +102,7 @@ int op_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
     w.sg_list = reinterpret_cast<const abi::Sge *>(wr->sg_list);
     w.num_sge = wr->num_sge < 0 ? ~0u : static_cast<uint32_t>(wr->num_sge);
     w.imm_data = wr->imm_data;
-    int rc =
-        opcode_ok(op) && wr->num_sge >= 0 && (wr->num_sge == 0 || wr->sg_list) ? 0 : EINVAL;
+    int rc = opcode_ok(op) && wr->num_sge >= 0 && (wr->num_sge == 0 || wr->sg_list) ? 0 : EINVAL;
     if (rc == 0) {
       if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
         w.remote_addr = wr->wr.atomic.remote_addr;

@@ -34,8 +34,10 @@ uint8_t MrTable::next_tag(uint8_t old) noexcept {
   rng_ ^= rng_ << 25;
   rng_ ^= rng_ >> 27;
   const uint64_t r = rng_ * 0x2545F4914F6CDD1Dull;
-  uint8_t t = static_cast<uint8_t>(r >> 56);
-  if (t == old) t = static_cast<uint8_t>(t + 1 + ((r >> 48) % 255));
+  // 1..255: a tag is never 0, so no key is 0 (callers, the daemon's replication among them, and
+  // verbs apps read a zero key as "none").
+  uint8_t t = static_cast<uint8_t>(1 + (r >> 56) % 255);
+  if (t == old) t = static_cast<uint8_t>(1 + t % 255);  // the next non-zero value
   return t;
 }
 

@@ -2,8 +2,9 @@
 // Protection domains and memory regions: every key check on a local SGE or a remote
 // (rkey, va, length) triple happens here, before any byte moves.
 //
-// Keys: lkey == rkey = index << 8 | tag. The 8-bit tag is drawn from a seeded generator each
-// time a slot is (re)used and always differs from the slot's previous tag, so a key kept after
+// Keys: lkey == rkey = index << 8 | tag. The 8-bit tag (1..255: no key is 0) is drawn from a
+// seeded generator each time a slot is (re)used and always differs from the slot's previous
+// tag, so a key kept after
 // dereg_mr never matches the slot's next region. Bounds checks are written so that no
 // intermediate value can overflow: va >= mr.va && len <= mr.len && va - mr.va <= mr.len - len.
 #pragma once

@@ -176,6 +176,24 @@ TEST_F(QpStateTest, PostingNeedsRtsAndErrorFlushesEverything) {
   EXPECT_EQ(wc[0].status, WcStatus::kWrFlushErr);
 }
 
+// Slot 0 with tag 0 made key 0, which the daemon took for a failed registration (reg_mr
+// failed with EIO about once in 256 daemon starts). No key is 0, and a slot's next key differs.
+TEST(MrTable, KeyIsNeverZeroAndChangesOnReuse) {
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    MrTable t(1, seed);
+    uint8_t mem[64];
+    uint32_t prev = 0, pd = 0;
+    for (int i = 0; i < 2000; ++i) {
+      uint32_t k = 0;
+      ASSERT_EQ(t.reg(1, mem, 0x1000, sizeof mem, kAccessLocalWrite, &k), 0);
+      ASSERT_NE(k, 0u) << "seed " << seed << " round " << i;
+      ASSERT_NE(k, prev);
+      prev = k;
+      ASSERT_EQ(t.dereg(k, &pd), 0);
+    }
+  }
+}
+
 TEST(MrTable, KeyChecks) {
   MrTable t(8, 42);
   uint8_t mem[4096];

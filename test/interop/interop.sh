@@ -29,6 +29,9 @@
 #              UROCE_INTEROP_ITERS   pingpong iterations (default 50)
 #              UROCE_INTEROP_PT_BW_ITERS / _PT_LAT_ITERS  perftest -n (default 100 / 100)
 #              UROCE_INTEROP_KEEP=1  keep the work directory (logs, captures)
+#              UROCE_INTEROP_BUDGET  seconds for all scenarios together (default 900); every
+#                                    guest, tool and wait is cut to what is left of it, and a
+#                                    scenario that starts with less than 90 s left fails at once
 # Needs root. Every wait is bounded; everything it creates is removed on exit, by PID / name.
 set -uo pipefail
 
@@ -42,6 +45,9 @@ PT_LAT_ITERS=${UROCE_INTEROP_PT_LAT_ITERS:-100}
 CACHE=${UROCE_INTEROP_CACHE:-/tmp/uroce-interop-cache}
 SCENARIOS=${UROCE_INTEROP_SCENARIOS:-mtu1500 mtu4200 loss}
 ITERS=${UROCE_INTEROP_ITERS:-50}
+BUDGET=${UROCE_INTEROP_BUDGET:-900}
+case $BUDGET in '' | *[!0-9]*) echo "FAIL: UROCE_INTEROP_BUDGET '$BUDGET' is not a number of seconds"; exit 2 ;; esac
+DEADLINE=$(($(date +%s) + BUDGET))
 
 if [ "$(id -u)" != 0 ]; then
   echo "FAIL: the interop suite needs root (network namespaces, taps, qemu); CI runs as root"
@@ -69,6 +75,12 @@ GUEST_IP=10.77.0.11 UROCE_IP=10.77.0.2 HOST_IP=10.77.0.1
 
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
 pass() { echo "ok: $*"; }
+# bounded SECS: SECS, or what is left of the budget if that is less (at least 5 s)
+bounded() {
+  local left=$((DEADLINE - $(date +%s)))
+  [ "$left" -lt 5 ] && left=5
+  echo $(($1 < left ? $1 : left))
+}
 
 STOP_RC=0
 stop_pid() {  # stop_pid PID SIGNAL SECONDS: signal, wait (bounded), SIGKILL; status in STOP_RC
@@ -117,7 +129,7 @@ trap 'exit 1' INT TERM
 if [ ! -s "$CACHE/initramfs.cpio.gz" ] || [ ! -s "$CACHE/vmlinuz" ]; then
   echo "building the guest image in $CACHE (apt-get download + extraction, ~30-60 s)"
   mkdir -p "$CACHE"
-  if ! timeout 900 "$RIG/build-initramfs.sh" "$CACHE" >"$WORK/build-initramfs.log" 2>&1; then
+  if ! timeout "$(bounded 900)" "$RIG/build-initramfs.sh" "$CACHE" >"$WORK/build-initramfs.log" 2>&1; then
     tail -20 "$WORK/build-initramfs.log"
     echo "FAIL: building the guest image failed (log above)"
     FAILS=1
@@ -198,8 +210,10 @@ run_peer() {
   local mode=$1
   shift
   echo "--- rxe_peer $mode $*" >>"$SLOG"
-  ip netns exec "$NS" timeout 300 env -u LD_LIBRARY_PATH -u LD_PRELOAD "$PEER" "$mode" \
-    -S "$WORK/uroced.sock" "$@" >>"$SLOG" 2>&1
+  local t
+  t=$(bounded 240)
+  ip netns exec "$NS" timeout $((t + 30)) env -u LD_LIBRARY_PATH -u LD_PRELOAD "$PEER" "$mode" \
+    -S "$WORK/uroced.sock" "$@" -t "$t" >>"$SLOG" 2>&1
 }
 
 # run_shim 'TOOL ARGS': an unmodified rdma-core / perftest tool in the netns over uroced through
@@ -209,10 +223,12 @@ run_shim() {
   local i out rc
   echo "--- $1 (shim)" >>"$SLOG"
   for i in $(seq 120); do
-    out=$(ip netns exec "$NS" timeout 240 env LD_LIBRARY_PATH="$SHIM" \
+    out=$(ip netns exec "$NS" timeout "$(bounded 240)" env LD_LIBRARY_PATH="$SHIM" \
       UROCE_SOCKET="$WORK/uroced.sock" nice -n 10 $1 2>&1)
     rc=$?
     grep -q "Couldn't connect" <<<"$out" || break
+    # the guest's server is gone (or never came): no point in knocking again
+    kill -0 "$GPID" 2>/dev/null && [ "$(date +%s)" -lt "$DEADLINE" ] || break
     sleep 1
   done
   echo "$out" >>"$SLOG"
@@ -230,6 +246,10 @@ scenario() {  # scenario NAME ETH_MTU LOSS(0|1) RUNS (TYPE:SIZE ...)
   SLOG=$WORK/$name.log
   NS=uroce-interop-$ID-$name
   echo "=== scenario $name: Ethernet MTU $mtu, path MTU $pmtu, loss $loss, runs: $runs ($ITERS iterations each)"
+  if [ $((DEADLINE - $(date +%s))) -lt 90 ]; then
+    fail "$name: not run, less than 90 s of the ${BUDGET} s budget left (UROCE_INTEROP_BUDGET)"
+    return
+  fi
   if ! "$RIG/net-setup.sh" up "$NS" 1 "$mtu" >"$WORK/$name-net.log" 2>&1; then
     cat "$WORK/$name-net.log"
     fail "$name: net-setup.sh up"
@@ -304,16 +324,23 @@ EOF
 
   guest_script "$pmtu" $runs >"$WORK/$name-guest.sh"
   "$RIG/boot-guest.sh" -k "$CACHE" -n "$NS" -t rigtap0 -i "$GUEST_IP/24" -m "$mtu" \
-    -s "$WORK/$name-guest.sh" -T 600 >"$WORK/$name-guest.log" 2>&1 &
+    -s "$WORK/$name-guest.sh" -T "$(bounded 600)" >"$WORK/$name-guest.log" 2>&1 &
   GPID=$!
 
   # The host side, in the order the guest runs its tools. RC / UC PSNs start just below 2^24.
   local k=0 run type size
   for run in $runs; do
     type=${run%%:*} size=${run#*:}
+    # Without the guest (it powered off early, or its -T limit ended it) a host run would only
+    # wait for a partner that never comes.
+    if ! kill -0 "$GPID" 2>/dev/null; then
+      fail "$name: $run not run: the guest is no longer running (log: $WORK/$name-guest.log)"
+      k=$((k + 1))
+      continue
+    fi
     case $type in
       rc | uc | ud)
-        local args=(-m "$pmtu" -s "$size" -n "$ITERS" -P 0xffffc0 -t 240)
+        local args=(-m "$pmtu" -s "$size" -n "$ITERS" -P 0xffffc0)
         run_peer "$type-client" -H "$GUEST_IP" -p $((18515 + 2 * k)) "${args[@]}" &&
           pass "$name: guest ibv_${type}_pingpong server <-> uroce client (rxe_peer, $ITERS x $size B)" ||
           fail "$name: $type-client $size B (log: $SLOG)"

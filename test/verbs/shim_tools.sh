@@ -19,98 +19,18 @@ set -uo pipefail
 UROCED=${1:?usage: $0 UROCED SHIM_DIR SHIM_MR_CHECK}
 SHIM=${2:?usage: $0 UROCED SHIM_DIR SHIM_MR_CHECK}
 MRCHECK=${3:?usage: $0 UROCED SHIM_DIR SHIM_MR_CHECK}
-if [ "$(id -u)" != 0 ]; then
-  echo "FAIL: this test needs root (like the other integration tests); CI runs as root"
-  exit 1
-fi
 for t in ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong timeout ss; do
   command -v $t >/dev/null || { echo "FAIL: '$t' not found (scripts/install-deps.sh installs it)"; exit 1; }
 done
-[ -e "$SHIM/libibverbs.so.1" ] || { echo "FAIL: no libibverbs.so.1 in $SHIM"; exit 1; }
+# Two uroced on net_memif: A (uroce0, the default device name), B (uroce_b, port.p0.ibdev);
+# SOCK_A / SOCK_B, WORK, fail / pass / stop_pid, `on SOCK CMD...` (an app on the shim, niced),
+# wait_active, and the EXIT trap that stops them by PID.
+NAME=shim IP_NET=10.81.0
+# shellcheck source=two_uroced.sh
+. "$(dirname "$0")/two_uroced.sh"
 
-ID=$$
-WORK=$(mktemp -d /tmp/uroce-shim-XXXXXX)
-PID_A="" PID_B="" PID_S=""
-FAILS=0
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-pass() { echo "ok: $*"; }
-
-stop_pid() {  # stop_pid PID SIGNAL: signal, wait up to 20 s, then SIGKILL.
-  local pid=$1
-  [ -n "$pid" ] || return 0
-  kill -"$2" "$pid" 2>/dev/null
-  for _ in $(seq 200); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
-}
-
-cleanup() {
-  [ -n "$PID_S" ] && stop_pid "$PID_S" KILL
-  [ -n "$PID_A" ] && stop_pid "$PID_A" TERM
-  [ -n "$PID_B" ] && stop_pid "$PID_B" TERM
-  rm -rf "/var/run/dpdk/uroce-shim-$ID-a" "/var/run/dpdk/uroce-shim-$ID-b"
-  if [ "$FAILS" -ne 0 ]; then
-    for f in a b; do echo "--- uroced $f log"; tail -20 "$WORK/uroced-$f.log" 2>/dev/null; done
-  fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-# Daemon A: memif server, lcore 0, device name by default (uroce0). Daemon B: memif client,
-# lcore 1, device name set on the command line. uroced itself never sees the shim.
-start() {  # start NAME ROLE LCORE IP [--set ...]
-  local n=$1 role=$2 lcore=$3 ip=$4
-  shift 4
-  cat >"$WORK/uroced-$n.conf" <<EOF
-[eal]
-args = --no-huge -m 256 --no-pci --file-prefix=uroce-shim-$ID-$n --log-level=*:notice
-[daemon]
-socket = $WORK/uroced-$n.sock
-workers = $lcore
-mbufs = 4095
-idle_sleep_us = 50
-[port p0]
-device = net_memif0,role=$role,socket=$WORK/memif.sock,id=0
-ipv4 = $ip/24
-EOF
-  env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced-$n.conf" "$@" \
-    >"$WORK/uroced-$n.log" 2>&1 &
-  eval "PID_${n^^}=$!"
-}
-wait_running() {  # wait_running NAME PID: up to 60 s
-  for _ in $(seq 600); do
-    grep -q "uroced: running" "$WORK/uroced-$1.log" 2>/dev/null && return 0
-    kill -0 "$2" 2>/dev/null || return 1
-    sleep 0.1
-  done
-  return 1
-}
-start a server 0 10.81.0.1
-wait_running a "$PID_A" || { fail "uroced A did not come up: $(tail -5 "$WORK/uroced-a.log")"; exit 1; }
-start b client 1 10.81.0.2 --set port.p0.ibdev=uroce_b
-wait_running b "$PID_B" || { fail "uroced B did not come up: $(tail -5 "$WORK/uroced-b.log")"; exit 1; }
-SOCK_A=$WORK/uroced-a.sock
-SOCK_B=$WORK/uroced-b.sock
-pass "two uroced on net_memif (pids $PID_A, $PID_B)"
-
-# An app on the shim: the shim's directory first on the library path, its daemon's socket.
-# Niced: the polling tools busy-wait, and on two shared cores they must not starve the daemons
-# (rc_pingpong's fixed 67 ms ACK timeout x 7 retries is all the slack RC has).
-on() {  # on SOCK CMD...
-  local sock=$1
-  shift
-  env LD_LIBRARY_PATH="$SHIM" UROCE_SOCKET="$sock" nice -n 10 "$@"
-}
-
-# --- 1. ibv_devinfo (the memif link comes up once both daemons run: wait for ACTIVE)
-for _ in $(seq 100); do
-  out=$(on "$SOCK_A" timeout 30 ibv_devinfo -v 2>&1); rc=$?
-  grep -q "PORT_ACTIVE" <<<"$out" && break
-  sleep 0.2
-done
+# --- 1. ibv_devinfo (two_uroced.sh waited for A's port to be ACTIVE)
+out=$(on "$SOCK_A" timeout 30 ibv_devinfo -v 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -qP "^hca_id:\turoce0$" <<<"$out" && grep -q "state:.*PORT_ACTIVE (4)" <<<"$out" &&
    grep -q "link_layer:.*Ethernet" <<<"$out" && grep -qP "GID\[\s*0\]:\s+fe80:.*RoCE v2" <<<"$out" &&
    grep -qP "GID\[\s*1\]:\s+::ffff:10\.81\.0\.1, RoCE v2" <<<"$out" &&

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# Sourced by the verbs integration scripts (perftest.sh, verbs_semantics.sh): starts two uroced
+# Sourced by the verbs integration scripts (shim_tools.sh, perftest.sh, verbs_semantics.sh): starts two uroced
 # joined by net_memif and sets SOCK_A / SOCK_B (devices uroce0 on A, uroce_b on B), WORK (a
 # scratch directory), fail / pass / stop_pid / on, and an EXIT trap that stops both daemons by
 # PID and prints their logs when something failed.

@@ -17,33 +17,14 @@ set -uo pipefail
 UROCED=${1:?usage: $0 UROCED UROCE_STAT VERBS_APP}
 STAT=${2:?usage: $0 UROCED UROCE_STAT VERBS_APP}
 APP=${3:?usage: $0 UROCED UROCE_STAT VERBS_APP}
-if [ "$(id -u)" != 0 ]; then
-  echo "FAIL: this test needs root (like the other integration tests); CI runs as root"
-  exit 1
-fi
+# shellcheck source=common.sh
+. "$(dirname "$0")/common.sh"
+need_root "like the other integration tests"
 
 ID=$$
 WORK=$(mktemp -d /tmp/uroce-loopback-XXXXXX)
 PREFIX=uroce-loopback-$ID
 PID_D="" PID_R=""
-FAILS=0
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-pass() { echo "ok: $*"; }
-
-stop_pid() {  # stop_pid PID SIGNAL: signal, wait up to 30 s, then SIGKILL. Returns its status.
-  local pid=$1
-  [ -n "$pid" ] || return 0
-  kill -"$2" "$pid" 2>/dev/null
-  for _ in $(seq 300); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    fail "pid $pid still running 30 s after SIG$2: killing it"
-    kill -KILL "$pid" 2>/dev/null
-  fi
-  wait "$pid"
-}
 cleanup() {
   [ -n "$PID_R" ] && stop_pid "$PID_R" KILL >/dev/null 2>&1
   [ -n "$PID_D" ] && stop_pid "$PID_D" TERM >/dev/null 2>&1

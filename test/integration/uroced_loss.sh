@@ -31,13 +31,10 @@ STAT=${2:?}
 APP=${3:?}
 PCAP_CHECK=${4:?}
 CHECK_CAPTURE=${5:?}
-if [ "$(id -u)" != 0 ]; then
-  echo "FAIL: this test needs root (network namespaces, veths, nftables); CI runs as root"
-  exit 1
-fi
-for t in ip nft tshark python3 timeout; do
-  command -v "$t" >/dev/null || { echo "FAIL: '$t' not found (scripts/install-deps.sh installs it)"; exit 1; }
-done
+# shellcheck source=common.sh
+. "$(dirname "$0")/common.sh"
+need_root "network namespaces, veths, nftables"
+need_tools ip nft tshark python3 timeout
 
 ID=$$
 NS_A=uroce-loss-$ID-a
@@ -52,24 +49,7 @@ SHM=/dev/shm
 [ -d "$SHM" ] && [ -w "$SHM" ] || SHM=/tmp
 WORK=$(mktemp -d "$SHM/uroce-loss-XXXXXX")
 PID_A="" PID_B="" PID_APP=""
-FAILS=0
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-pass() { echo "ok: [${SECONDS}s] $*"; }
-
-stop_pid() {  # stop_pid PID SIGNAL: signal, wait up to 30 s, then SIGKILL. Returns its status.
-  local pid=$1
-  [ -n "$pid" ] || return 0
-  kill -"$2" "$pid" 2>/dev/null
-  for _ in $(seq 300); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    fail "pid $pid still running 30 s after SIG$2: killing it"
-    kill -KILL "$pid" 2>/dev/null
-  fi
-  wait "$pid"
-}
+pass() { echo "ok: [${SECONDS}s] $*"; }  # with the time since the start
 
 cleanup() {
   [ -n "$PID_APP" ] && stop_pid "$PID_APP" KILL >/dev/null 2>&1

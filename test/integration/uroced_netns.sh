@@ -21,13 +21,10 @@ set -uo pipefail
 UROCED=${1:?usage: $0 UROCED UROCE_STAT VERBS_APP}
 STAT=${2:?usage: $0 UROCED UROCE_STAT VERBS_APP}
 APP=${3:?usage: $0 UROCED UROCE_STAT VERBS_APP}
-if [ "$(id -u)" != 0 ]; then
-  echo "FAIL: this test needs root (network namespaces and veth interfaces); CI runs as root"
-  exit 1
-fi
-for t in ip arping ndisc6 ping tshark timeout; do
-  command -v "$t" >/dev/null || { echo "FAIL: '$t' not found (scripts/install-deps.sh installs it)"; exit 1; }
-done
+# shellcheck source=common.sh
+. "$(dirname "$0")/common.sh"
+need_root "network namespaces and veth interfaces"
+need_tools ip arping ndisc6 ping tshark timeout
 
 ID=$$
 NS_D=uroce-itest-$ID-d
@@ -36,10 +33,6 @@ VD=uit${ID}d  # interface names stay under 16 characters
 VP=uit${ID}p
 WORK=$(mktemp -d /tmp/uroce-itest-XXXXXX)
 PID=""
-FAILS=0
-
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-pass() { echo "ok: $*"; }
 
 stop_uroced() {  # stop_uroced SIGNAL: signal our uroced, wait up to 20 s, then SIGKILL
   [ -n "$PID" ] || return 0

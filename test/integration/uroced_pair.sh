@@ -34,13 +34,10 @@ PCAP_CHECK=${4:?$USAGE}
 CHECK_CAPTURE=${5:?$USAGE}
 WORKERS=${6:-1}
 case "$WORKERS" in 1|2) ;; *) echo "FAIL: WORKERS must be 1 or 2"; exit 1;; esac
-if [ "$(id -u)" != 0 ]; then
-  echo "FAIL: this test needs root (like the other integration tests); CI runs as root"
-  exit 1
-fi
-for t in timeout tshark python3; do
-  command -v "$t" >/dev/null || { echo "FAIL: '$t' not found (scripts/install-deps.sh installs it)"; exit 1; }
-done
+# shellcheck source=common.sh
+. "$(dirname "$0")/common.sh"
+need_root "like the other integration tests"
+need_tools timeout tshark python3
 
 # RC local ACK timeout 268 ms for every verbs_app QP: seven retries then ride out ~1.9 s of a
 # daemon starved of CPU (both daemons capture and busy-poll on two shared cores).
@@ -52,24 +49,6 @@ SHM=/dev/shm
 [ -d "$SHM" ] && [ -w "$SHM" ] || SHM=/tmp
 WORK=$(mktemp -d "$SHM/uroce-pair-XXXXXX")
 PID_A="" PID_B="" PID_V="" PID_C=""
-FAILS=0
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-pass() { echo "ok: $*"; }
-
-stop_pid() {  # stop_pid PID SIGNAL: signal, wait up to 30 s, then SIGKILL. Returns its status.
-  local pid=$1
-  [ -n "$pid" ] || return 0
-  kill -"$2" "$pid" 2>/dev/null
-  for _ in $(seq 300); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    fail "pid $pid still running 30 s after SIG$2: killing it"
-    kill -KILL "$pid" 2>/dev/null
-  fi
-  wait "$pid"
-}
 
 cleanup() {
   [ -n "$PID_V" ] && stop_pid "$PID_V" KILL >/dev/null 2>&1

@@ -7,36 +7,20 @@
 # DPDK file prefixes and the scratch directory carry it and $$). IP_NET (e.g. 10.83.0) optional.
 # uroced itself never sees the shim (env -u LD_LIBRARY_PATH -u LD_PRELOAD).
 
-if [ "$(id -u)" != 0 ]; then
-  echo "FAIL: this test needs root (like the other integration tests); CI runs as root"
-  exit 1
-fi
+# shellcheck source=../integration/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../integration/common.sh"
+need_root "like the other integration tests"
 [ -e "$SHIM/libibverbs.so.1" ] || { echo "FAIL: no libibverbs.so.1 in $SHIM"; exit 1; }
 
 ID=$$
 WORK=$(mktemp -d "/tmp/uroce-$NAME-XXXXXX")
 PID_A="" PID_B="" PID_S=""
-FAILS=0
 IP_NET=${IP_NET:-10.83.0}
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-pass() { echo "ok: $*"; }
-
-stop_pid() {  # stop_pid PID SIGNAL: signal, wait up to 20 s, then SIGKILL.
-  local pid=$1
-  [ -n "$pid" ] || return 0
-  kill -"$2" "$pid" 2>/dev/null
-  for _ in $(seq 200); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
-}
 
 cleanup() {
-  [ -n "$PID_S" ] && stop_pid "$PID_S" KILL
-  [ -n "$PID_A" ] && stop_pid "$PID_A" TERM
-  [ -n "$PID_B" ] && stop_pid "$PID_B" TERM
+  [ -n "$PID_S" ] && stop_pid "$PID_S" KILL >/dev/null 2>&1
+  [ -n "$PID_A" ] && stop_pid "$PID_A" TERM 20 >/dev/null 2>&1
+  [ -n "$PID_B" ] && stop_pid "$PID_B" TERM 20 >/dev/null 2>&1
   rm -rf "/var/run/dpdk/uroce-$NAME-$ID-a" "/var/run/dpdk/uroce-$NAME-$ID-b"
   if [ "$FAILS" -ne 0 ]; then
     for f in a b; do echo "--- uroced $f log"; tail -20 "$WORK/uroced-$f.log" 2>/dev/null; done

@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Sourced by the integration scripts (test/integration, test/verbs/two_uroced.sh): what each of
+# them needs before it starts anything.
+#   need_root WHY          exit 1 with a clear message unless we are root
+#   need_tools TOOL...     exit 1 naming the first tool that is not installed
+#   fail MSG / pass MSG    one result line each; fail counts in FAILS
+#   stop_pid PID SIGNAL [SECONDS]  signal, wait up to SECONDS (30), then SIGKILL (and fail);
+#                          returns the process's exit status
+# Every wait is bounded; processes are only ever stopped by the PID their script started.
+
+FAILS=0
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+pass() { echo "ok: $*"; }
+
+need_root() {
+  if [ "$(id -u)" != 0 ]; then
+    echo "FAIL: this test needs root ($1); CI runs as root"
+    exit 1
+  fi
+}
+
+need_tools() {
+  local t
+  for t in "$@"; do
+    command -v "$t" >/dev/null || { echo "FAIL: '$t' not found (scripts/install-deps.sh installs it)"; exit 1; }
+  done
+}
+
+stop_pid() {
+  local pid=$1 secs=${3:-30}
+  [ -n "$pid" ] || return 0
+  kill -"$2" "$pid" 2>/dev/null
+  for _ in $(seq $((secs * 10))); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    fail "pid $pid still running $secs s after SIG$2: killing it"
+    kill -KILL "$pid" 2>/dev/null
+  fi
+  wait "$pid"
+}

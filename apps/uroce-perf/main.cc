@@ -25,6 +25,7 @@
 #include "client/client.h"
 #include "oob.h"
 #include "options.h"
+#include "transport/verbs_types.h"
 
 namespace uroce::perf {
 
@@ -45,23 +46,8 @@ enum : uint8_t { kWrWrite = 0, kWrSend = 2, kWrRead = 4, kWrCmpSwp = 5, kWrFetch
 enum : uint32_t { kSignaled = 2, kInline = 8 };
 enum : uint32_t { kWcRecv = 128 };
 enum : uint32_t { kLocalWrite = 1, kRemoteWrite = 2, kRemoteRead = 4, kRemoteAtomic = 8 };
-enum : uint32_t {
-  kMaskState = 1,
-  kMaskAccess = 1 << 3,
-  kMaskPkey = 1 << 4,
-  kMaskPort = 1 << 5,
-  kMaskAv = 1 << 7,
-  kMaskPathMtu = 1 << 8,
-  kMaskTimeout = 1 << 9,
-  kMaskRetry = 1 << 10,
-  kMaskRnrRetry = 1 << 11,
-  kMaskRqPsn = 1 << 12,
-  kMaskMaxRdAtomic = 1 << 13,
-  kMaskMinRnr = 1 << 15,
-  kMaskSqPsn = 1 << 16,
-  kMaskMaxDestRdAtomic = 1 << 17,
-  kMaskDestQpn = 1 << 20
-};
+// ibv_qp_attr_mask values: kQpState, kQpAccessFlags, ... (transport/verbs_types.h)
+using enum uroce::transport::QpAttrMask;
 constexpr uint32_t kRc = 2;
 constexpr int kWaitMs = 30'000;               // no progress for this long: the run fails
 constexpr uint64_t kMaxRegion = 64ull << 20;  // bytes of buffer per side, all QPs
@@ -252,7 +238,7 @@ class Side {
       at.qp_state = 1;
       at.port_num = 1;
       at.qp_access_flags = kRemoteWrite | kRemoteRead | kRemoteAtomic;
-      if ((rc = ctx->modify_qp(*qp, at, kMaskState | kMaskPkey | kMaskPort | kMaskAccess)) != 0)
+      if ((rc = ctx->modify_qp(*qp, at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags)) != 0)
         return fail(std::string("modify_qp INIT: ") + std::strerror(rc));
       QpInfo li;
       li.qpn = qp->qpn;
@@ -303,8 +289,8 @@ class Side {
       a.max_dest_rd_atomic = 16;
       a.min_rnr_timer = 1;
       int rc = ctx->modify_qp(*qps[q], a,
-                              kMaskState | kMaskAv | kMaskPathMtu | kMaskDestQpn | kMaskRqPsn |
-                                  kMaskMaxDestRdAtomic | kMaskMinRnr);
+                              kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
+                                  kQpMaxDestRdAtomic | kQpMinRnrTimer);
       if (rc != 0) return fail(std::string("modify_qp RTR: ") + std::strerror(rc));
       a = {};
       a.qp_state = 3;
@@ -315,7 +301,7 @@ class Side {
       a.max_rd_atomic = 16;
       rc = ctx->modify_qp(
           *qps[q], a,
-          kMaskState | kMaskSqPsn | kMaskTimeout | kMaskRetry | kMaskRnrRetry | kMaskMaxRdAtomic);
+          kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
       if (rc != 0) return fail(std::string("modify_qp RTS: ") + std::strerror(rc));
     }
     return true;

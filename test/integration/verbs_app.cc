@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "transport/verbs_types.h"
 
 using uroce::abi::Cqe;
 using uroce::abi::Sge;
@@ -81,24 +82,8 @@ enum : uint32_t {
 };
 enum : uint32_t { kRc = 2, kUc = 3, kUd = 4 };
 enum : uint32_t { kLocalWrite = 1, kRemoteWrite = 2, kRemoteRead = 4, kRemoteAtomic = 8 };
-enum : uint32_t {
-  kMaskState = 1,
-  kMaskAccess = 1 << 3,
-  kMaskPkey = 1 << 4,
-  kMaskPort = 1 << 5,
-  kMaskQkey = 1 << 6,
-  kMaskAv = 1 << 7,
-  kMaskPathMtu = 1 << 8,
-  kMaskTimeout = 1 << 9,
-  kMaskRetry = 1 << 10,
-  kMaskRnrRetry = 1 << 11,
-  kMaskRqPsn = 1 << 12,
-  kMaskMaxRdAtomic = 1 << 13,
-  kMaskMinRnr = 1 << 15,
-  kMaskSqPsn = 1 << 16,
-  kMaskMaxDestRdAtomic = 1 << 17,
-  kMaskDestQpn = 1 << 20
-};
+// ibv_qp_attr_mask values: kQpState, kQpAccessFlags, ... (transport/verbs_types.h)
+using enum uroce::transport::QpAttrMask;
 constexpr uint32_t kGidIndex = 1;  // ::ffff:IPv4, the first IPv4 address of the port
 constexpr size_t kBufBytes = 1 << 20;
 constexpr int kWaitMs = 30'000;
@@ -200,13 +185,13 @@ void to_init(Side &s, Qp &q, uint32_t type) {
   a.qp_state = 1;
   a.pkey_index = 0;
   a.port_num = 1;
-  uint32_t mask = kMaskState | kMaskPkey | kMaskPort;
+  uint32_t mask = kQpState | kQpPkeyIndex | kQpPort;
   if (type == kUd) {
     a.qkey = 0x11111111;
-    mask |= kMaskQkey;
+    mask |= kQpQkey;
   } else {
     a.qp_access_flags = kRemoteWrite | kRemoteRead | kRemoteAtomic;
-    mask |= kMaskAccess;
+    mask |= kQpAccessFlags;
   }
   const int rc = s.ctx->modify_qp(q, a, mask);
   REQUIRE(rc == 0, "%s: modify_qp INIT: %s", s.name, std::strerror(rc));
@@ -226,7 +211,7 @@ void to_rtr_rts(Side &s, Qp &q, uint32_t type, const Side &peer, uint32_t peer_q
                 uint8_t timeout = default_ack_timeout()) {
   uroce::ctl::QpAttrPayload a{};
   a.qp_state = 2;
-  uint32_t mask = kMaskState;
+  uint32_t mask = kQpState;
   if (type != kUd) {
     a.path_mtu = 3;  // 1024
     a.dest_qp_num = peer_qpn;
@@ -236,11 +221,11 @@ void to_rtr_rts(Side &s, Qp &q, uint32_t type, const Side &peer, uint32_t peer_q
     a.ah_attr.is_global = 1;
     a.ah_attr.hop_limit = 64;
     a.ah_attr.port_num = 1;
-    mask |= kMaskAv | kMaskPathMtu | kMaskDestQpn | kMaskRqPsn;
+    mask |= kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
     if (type == kRc) {
       a.max_dest_rd_atomic = 16;
       a.min_rnr_timer = 1;
-      mask |= kMaskMaxDestRdAtomic | kMaskMinRnr;
+      mask |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
     }
   }
   int rc = s.ctx->modify_qp(q, a, mask);
@@ -248,13 +233,13 @@ void to_rtr_rts(Side &s, Qp &q, uint32_t type, const Side &peer, uint32_t peer_q
   a = {};
   a.qp_state = 3;
   a.sq_psn = 0x100;
-  mask = kMaskState | kMaskSqPsn;
+  mask = kQpState | kQpSqPsn;
   if (type == kRc) {
     a.timeout = timeout;
     a.retry_cnt = 7;
     a.rnr_retry = 7;
     a.max_rd_atomic = 16;
-    mask |= kMaskTimeout | kMaskRetry | kMaskRnrRetry | kMaskMaxRdAtomic;
+    mask |= kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
   }
   rc = s.ctx->modify_qp(q, a, mask);
   REQUIRE(rc == 0, "%s: modify_qp RTS: %s", s.name, std::strerror(rc));
@@ -1199,9 +1184,9 @@ int resolve(const char *sock, uint32_t sgid_index, const char *dest, bool expect
   a.max_dest_rd_atomic = 1;
   a.min_rnr_timer = 1;
   auto t0 = std::chrono::steady_clock::now();
-  int rc = S.ctx->modify_qp(*q, a,
-                            kMaskState | kMaskAv | kMaskPathMtu | kMaskDestQpn | kMaskRqPsn |
-                                kMaskMaxDestRdAtomic | kMaskMinRnr);
+  int rc = S.ctx->modify_qp(
+      *q, a,
+      kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer);
   auto ms = [&] {
     return static_cast<long>(
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)

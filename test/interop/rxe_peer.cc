@@ -38,6 +38,7 @@
 #include <thread>
 
 #include "client/client.h"
+#include "transport/verbs_types.h"
 
 using uroce::abi::Cqe;
 using uroce::abi::Sge;
@@ -59,24 +60,8 @@ enum : uint32_t { kWcSend = 0, kWcRecv = 128 };
 enum : uint32_t { kWcGrh = 1 };
 enum : uint32_t { kRc = 2, kUc = 3, kUd = 4 };
 enum : uint32_t { kLocalWrite = 1 };
-enum : uint32_t {
-  kMaskState = 1,
-  kMaskAccess = 1 << 3,
-  kMaskPkey = 1 << 4,
-  kMaskPort = 1 << 5,
-  kMaskQkey = 1 << 6,
-  kMaskAv = 1 << 7,
-  kMaskPathMtu = 1 << 8,
-  kMaskTimeout = 1 << 9,
-  kMaskRetry = 1 << 10,
-  kMaskRnrRetry = 1 << 11,
-  kMaskRqPsn = 1 << 12,
-  kMaskMaxRdAtomic = 1 << 13,
-  kMaskMinRnr = 1 << 15,
-  kMaskSqPsn = 1 << 16,
-  kMaskMaxDestRdAtomic = 1 << 17,
-  kMaskDestQpn = 1 << 20
-};
+// ibv_qp_attr_mask values: kQpState, kQpAccessFlags, ... (transport/verbs_types.h)
+using enum uroce::transport::QpAttrMask;
 constexpr uint32_t kUdQkey = 0x11111111;  // what ibv_ud_pingpong uses
 constexpr uint32_t kGrhBytes = 40;
 constexpr uint32_t kRecvSlots = 16;  // receives kept posted
@@ -351,13 +336,13 @@ void setup(Peer &p) {
   a.qp_state = 1;  // INIT
   a.pkey_index = 0;
   a.port_num = 1;
-  uint32_t mask = kMaskState | kMaskPkey | kMaskPort;
+  uint32_t mask = kQpState | kQpPkeyIndex | kQpPort;
   if (p.ud) {
     a.qkey = kUdQkey;
-    mask |= kMaskQkey;
+    mask |= kQpQkey;
   } else {
     a.qp_access_flags = 0;  // as ibv_rc_pingpong / ibv_uc_pingpong
-    mask |= kMaskAccess;
+    mask |= kQpAccessFlags;
   }
   rc = p.ctx->modify_qp(*p.qp, a, mask);
   REQUIRE(rc == 0, "modify_qp INIT: %s", std::strerror(rc));
@@ -386,17 +371,17 @@ void connect_qp(Peer &p, const Dest &peer) {
   av.port_num = 1;
   uroce::ctl::QpAttrPayload a{};
   a.qp_state = 2;  // RTR
-  uint32_t mask = kMaskState;
+  uint32_t mask = kQpState;
   if (!p.ud) {
     a.path_mtu = mtu_enum(p.o.mtu);
     a.dest_qp_num = peer.qpn;
     a.rq_psn = peer.psn;
     a.ah_attr = av;
-    mask |= kMaskAv | kMaskPathMtu | kMaskDestQpn | kMaskRqPsn;
+    mask |= kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
     if (p.type == kRc) {
       a.max_dest_rd_atomic = 1;
       a.min_rnr_timer = 12;
-      mask |= kMaskMaxDestRdAtomic | kMaskMinRnr;
+      mask |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
     }
   }
   int rc = p.ctx->modify_qp(*p.qp, a, mask);
@@ -404,7 +389,7 @@ void connect_qp(Peer &p, const Dest &peer) {
   a = {};
   a.qp_state = 3;  // RTS
   a.sq_psn = p.mine.psn;
-  mask = kMaskState | kMaskSqPsn;
+  mask = kQpState | kQpSqPsn;
   if (p.type == kRc) {
     // ibv_rc_pingpong uses 14 (67 ms); the local ACK timeout is not on the wire, and 17
     // (0.54 s, 4.3 s over 7 retries) survives a TCG guest stalled by a loaded host.
@@ -412,7 +397,7 @@ void connect_qp(Peer &p, const Dest &peer) {
     a.retry_cnt = 7;
     a.rnr_retry = 7;
     a.max_rd_atomic = 1;
-    mask |= kMaskTimeout | kMaskRetry | kMaskRnrRetry | kMaskMaxRdAtomic;
+    mask |= kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
   }
   rc = p.ctx->modify_qp(*p.qp, a, mask);
   REQUIRE(rc == 0, "modify_qp RTS: %s", std::strerror(rc));

@@ -56,6 +56,9 @@ for _ in $(seq 600); do
 done
 grep -q "uroced: running" "$WORK/uroced.log" || { fail "uroced did not come up: $(tail -5 "$WORK/uroced.log")"; exit 1; }
 pass "uroced on net_null (no-rx: nothing sent comes back through the port), pid $PID_D"
+# Its idle naps must not overrun by Linux's default 50 us timer slack (apps/uroced/main.cc).
+slack=$(cat "/proc/$PID_D/timerslack_ns" 2>/dev/null)
+[ "$slack" = 1000 ] && pass "uroced's timer slack is 1 us" || fail "uroced's timer slack is '$slack' ns, not 1000"
 
 stat() {  # stat KEY -> value (empty if absent)
   timeout 30 "$STAT" -s "$SOCK" "$1" 2>/dev/null | awk -v k="$1" '$1 == k { print $2 }'

@@ -158,6 +158,7 @@ int query_device_ex_op(ibv_context *ctx, const ibv_query_device_ex_input *in,
   fill_device_attr(d, &x.orig_attr);
   // The extended fields: no ODP, no TSO, no RSS, no timestamps, no packet pacing, no TM.
   x.max_dm_size = 0;
+  x.device_cap_flags_ex = x.orig_attr.device_cap_flags;  // the 64-bit copy, as rdma-core fills it
   x.phys_port_cnt_ex = d.phys_port_cnt;
   std::memset(attr, 0, len);
   std::memcpy(attr, &x, len < sizeof x ? len : sizeof x);

@@ -603,10 +603,16 @@ UV_EXPORT ibv_srq *ibv_create_srq(ibv_pd *pd, ibv_srq_init_attr *attr) {
 }
 
 UV_EXPORT int ibv_modify_srq(ibv_srq *srq, ibv_srq_attr *attr, int mask) {
-  (void)srq, (void)attr, (void)mask;
-  // Neither resizing nor re-arming the limit is in the daemon's protocol yet (doc/verbs.md);
-  // the limit given at creation works.
-  return EOPNOTSUPP;
+  if (srq == nullptr || attr == nullptr) return EINVAL;
+  if (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)) return EINVAL;
+  if (mask & IBV_SRQ_MAX_WR) return EOPNOTSUPP;  // the SRQ ring has a fixed size
+  if (!(mask & IBV_SRQ_LIMIT)) return 0;
+  Srq *s = srq_of(srq);
+  if (attr->srq_limit > s->max_wr) return EINVAL;
+  const int rc =
+      ctl_call(s->ctx, [&](client::Context &k) { return k.modify_srq(*s->c, attr->srq_limit); });
+  if (rc == 0) s->limit = attr->srq_limit;
+  return rc;
 }
 
 UV_EXPORT int ibv_query_srq(ibv_srq *srq, ibv_srq_attr *attr) {

@@ -37,7 +37,8 @@ enum VerbsType : uint16_t {
   kDestroyAh,                      // HandlePayload -> empty
   kStats,                          // StatsRequest -> StatsReply (counters, paginated)
   kGetAsyncEvents,                 // empty -> AsyncEventsReply (the session's pending events)
-  kLastVerbsType = kGetAsyncEvents,
+  kModifySrq,                      // ModifySrqPayload -> empty (arm / disarm the limit event)
+  kLastVerbsType = kModifySrq,
 };
 
 // A generic object handle (PD, CQ, SRQ, AH, QPN, MR lkey).
@@ -273,6 +274,14 @@ struct CreateSrqReply {
 };
 static_assert(sizeof(CreateSrqReply) == 32 && offsetof(CreateSrqReply, ring) == 16);
 
+// ibv_modify_srq(IBV_SRQ_LIMIT): SRQ_LIMIT_REACHED is raised once when the SRQ's WQE count
+// drops below srq_limit (0 disarms). EINVAL if srq_limit exceeds the SRQ's depth.
+struct ModifySrqPayload {
+  uint32_t srq;
+  uint32_t srq_limit;
+};
+static_assert(sizeof(ModifySrqPayload) == 8);
+
 struct CreateAhPayload {
   uint32_t pd;
   uint32_t reserved;
@@ -351,6 +360,7 @@ inline constexpr VerbsSpec kVerbsSpecs[] = {
     {kDestroyAh, sizeof(HandlePayload), 0, 0, 0, 0},
     {kStats, sizeof(StatsRequest), 0, 0, sizeof(StatsReply), 0},
     {kGetAsyncEvents, 0, 0, 0, sizeof(AsyncEventsReply), 0},
+    {kModifySrq, sizeof(ModifySrqPayload), 0, 0, 0, 0},
 };
 static_assert(sizeof(kVerbsSpecs) / sizeof(kVerbsSpecs[0]) == kLastVerbsType - kFirstVerbsType + 1);
 

@@ -285,6 +285,11 @@ int Context::destroy_srq(Srq &srq) noexcept {
   return call(ctl::kDestroySrq, &h, sizeof h, nullptr, 0, msg_.get());
 }
 
+int Context::modify_srq(Srq &srq, uint32_t srq_limit) noexcept {
+  const ctl::ModifySrqPayload p{srq.handle, srq_limit};
+  return call(ctl::kModifySrq, &p, sizeof p, nullptr, 0, msg_.get());
+}
+
 int Context::create_ah(uint32_t pd, const ctl::AhAttrPayload &attr, uint32_t *ah) noexcept {
   ctl::CreateAhPayload p{};
   p.pd = pd;

@@ -133,6 +133,8 @@ class Context {
   int destroy_qp(Qp &qp) noexcept;
   int create_srq(const ctl::CreateSrqPayload &attr, std::unique_ptr<Srq> *out) noexcept;
   int destroy_srq(Srq &srq) noexcept;
+  // Arms (or with 0 disarms) the SRQ's limit event (SRQ_LIMIT_REACHED, raised once).
+  int modify_srq(Srq &srq, uint32_t srq_limit) noexcept;
   int create_ah(uint32_t pd, const ctl::AhAttrPayload &attr, uint32_t *ah) noexcept;
   int destroy_ah(uint32_t ah) noexcept;
   // The session's pending asynchronous events (ibv_get_async_event), oldest first; *lost counts

@@ -457,6 +457,9 @@ void Daemon::on_message(ctl::Server &srv, const ctl::ClientInfo &ci, ctl::Messag
       case ctl::kGetAsyncEvents:
         rc = do_get_async_events(s, *r);
         break;
+      case ctl::kModifySrq:
+        rc = do_modify_srq(s, m);
+        break;
       default:
         break;
     }
@@ -987,6 +990,19 @@ int Daemon::do_create_srq(Session &s, const ctl::Message &m, Reply &r) {
   r.fd(q->mem.mem.memfd.fd());
   srq_by_handle_[q->handle] = q.get();
   s.srqs[q->handle] = std::move(q);
+  return 0;
+}
+
+int Daemon::do_modify_srq(Session &s, const ctl::Message &m) {
+  ctl::ModifySrqPayload p{};
+  if (!m.payload_as(&p) || !s.srqs.count(p.srq)) return -EINVAL;
+  // The SRQ exists in every worker's engine (do_create_srq): arm it everywhere, as creation
+  // does; worker 0's engine validates the limit (the engines are identical).
+  int rc = 0;
+  run_on(0, [&] { rc = w_[0]->eng->modify_srq(p.srq, p.srq_limit); });
+  if (rc) return -rc;
+  for (unsigned w = 1; w < w_.size(); ++w)
+    run_on(w, [&] { w_[w]->eng->modify_srq(p.srq, p.srq_limit); });
   return 0;
 }
 

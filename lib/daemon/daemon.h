@@ -173,6 +173,7 @@ class Daemon : public ctl::Handler {
   int do_destroy_qp(Session &s, const ctl::Message &m);
   int do_create_srq(Session &s, const ctl::Message &m, Reply &r);
   int do_destroy_srq(Session &s, const ctl::Message &m);
+  int do_modify_srq(Session &s, const ctl::Message &m);
   int do_create_ah(Session &s, const ctl::Message &m, Reply &r);
   int do_destroy_ah(Session &s, const ctl::Message &m);
   int do_stats(const ctl::Message &m, Reply &r);

@@ -949,7 +949,8 @@ int hold(const char *sa, const char *sb) {
 // owner), a QP on an already-bound CQ follows it, and a QP whose send and receive CQs are bound
 // to different workers is refused with EINVAL (accepted with one worker). Then the two QPs are
 // connected to each other through the daemon's own port (same-port loopback): RC SEND one way
-// and RDMA WRITE the other, data checked; with two workers every frame crosses lcores.
+// and RDMA WRITE the other, data checked; with two workers every frame crosses lcores. Last, an
+// SRQ bound to the second QP's worker gets its limit armed by modify_srq (SRQ_LIMIT_REACHED).
 int placement(const char *sock, int workers) {
   Side S;
   open_side(S, "S", sock);
@@ -1022,6 +1023,51 @@ int placement(const char *sock, int workers) {
         "loopback WRITE data");
   std::printf("ok: RC SEND and WRITE between QPs %u and %u over the same port (data checked)\n",
               q1->qpn, q2->qpn);
+
+  // An SRQ whose limit is armed after creation (modify_srq, kModifySrq) and which is bound to
+  // w2's worker (its first QP is on cq2): the arming must reach that worker's engine (the SRQ
+  // exists in every engine), or SRQ_LIMIT_REACHED never comes.
+  uroce::ctl::CreateSrqPayload sp{S.pd, 16, 1, 0};
+  std::unique_ptr<uroce::client::Srq> srq;
+  REQUIRE(S.ctx->create_srq(sp, &srq) == 0, "create_srq");
+  a.send_cq = cq2->handle;
+  a.srq = srq->handle;
+  std::unique_ptr<Qp> q5;
+  REQUIRE(S.ctx->create_qp(a, &q5) == 0, "create_qp on cq2 with the SRQ");
+  CHECK((q5->qpn >> 16) == w2, "SRQ QP %u on worker %u, expected cq2's %u", q5->qpn, q5->qpn >> 16,
+        w2);
+  auto q6 = make_qp(S, kRc);
+  to_init(S, *q5, kRc);
+  to_init(S, *q6, kRc);
+  to_rtr_rts(S, *q5, kRc, S, q6->qpn);
+  to_rtr_rts(S, *q6, kRc, S, q5->qpn);
+  for (uint32_t i = 0; i < 3; ++i) {
+    const Sge sge{S.mr.addr + 0xe0000 + i * 4096, 4096, S.mr.lkey};
+    RecvWr wr;
+    wr.wr_id = 20 + i;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    CHECK(S.ctx->post_srq_recv(*srq, wr) == 0, "post_srq_recv");
+  }
+  CHECK(S.ctx->modify_srq(*srq, 1u << 20) == EINVAL, "modify_srq above the SRQ's depth: EINVAL");
+  CHECK(S.ctx->modify_srq(*srq, 2) == 0, "modify_srq limit 2");
+  for (uint32_t i = 0; i < 2; ++i) {  // 3 -> 1 WQEs: below the limit
+    CHECK(post(S, *q6, 30 + i, kWrSend, 0, 64) == 0, "post SEND q6");
+    expect_cqe(S, 30 + i, 0, kWcSend, "SEND to the SRQ QP (requester)");
+    c = Cqe{};
+    CHECK(poll2(&c) && c.wr_id == 20 + i && c.status == 0 && c.opcode == kWcRecv,
+          "SRQ receive %u: wr_id %lu status %u", i, static_cast<unsigned long>(c.wr_id), c.status);
+  }
+  std::vector<uroce::ctl::AsyncEventEntry> ev;
+  CHECK(S.ctx->wait_async_event(kWaitMs) == 1, "no async event within %d ms", kWaitMs);
+  CHECK(S.ctx->get_async_events(&ev) == 0 && ev.size() == 1 && ev[0].event_type == 15 &&
+            ev[0].handle == srq->handle,
+        "SRQ limit armed by modify_srq: %zu event(s), type %u handle %u", ev.size(),
+        ev.empty() ? 0u : ev[0].event_type, ev.empty() ? 0u : ev[0].handle);
+  std::printf("ok: modify_srq arms the limit of an SRQ on worker %u: SRQ_LIMIT_REACHED\n", w2);
+  CHECK(S.ctx->destroy_qp(*q5) == 0 && S.ctx->destroy_qp(*q6) == 0, "destroy SRQ QPs");
+  CHECK(S.ctx->destroy_srq(*srq) == 0, "destroy_srq");
+
   CHECK(S.ctx->destroy_qp(*q1) == 0 && S.ctx->destroy_qp(*q2) == 0, "destroy QPs");
   CHECK(S.ctx->destroy_cq(*cq2) == 0, "destroy cq2");
   std::printf("%d failure(s)\n", g_fails);

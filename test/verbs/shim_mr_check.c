@@ -9,11 +9,14 @@
 //   - memory that cannot be shared: MAP_SHARED -> EOPNOTSUPP, unmapped -> EFAULT, NULL / 0 ->
 //     EINVAL, unsupported access flags -> EOPNOTSUPP, relaxed ordering accepted;
 //   - a forked child's writes to registered memory do not reach the parent;
-//   - a few unsupported verbs fail with rdma-core's errno (alloc_mw, xrcd, flow, resize_cq).
+//   - a few unsupported verbs fail with rdma-core's errno (alloc_mw, xrcd, flow, resize_cq);
+//   - async events: SRQ_LIMIT_REACHED makes ctx->async_fd readable, ibv_get_async_event names
+//     the SRQ, and the SRQ can be destroyed once the event is acknowledged.
 // Prints "ok: ..." / "FAIL: ..." lines and "N failure(s)"; exit 0 iff none.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <infiniband/verbs.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,6 +259,93 @@ int main(void) {
   CHECK(ibv_query_gid_ex(ctx, 1, 1, &ge, 0) == 0 && ge.gid_type == IBV_GID_TYPE_ROCE_V2 &&
             ge.gid.raw[10] == 0xff && ge.gid.raw[11] == 0xff,
         "ibv_query_gid_ex(1): RoCE v2, IPv4-mapped");
+
+  // ---- async events: an SRQ created with a limit raises SRQ_LIMIT_REACHED once its WQE count
+  // drops below it; ctx->async_fd becomes readable and ibv_get_async_event names the SRQ.
+  {
+    struct ibv_srq_init_attr si = {.attr = {.max_wr = 16, .max_sge = 1, .srq_limit = 3}};
+    struct ibv_srq *srq = ibv_create_srq(pd, &si);
+    struct ibv_qp_init_attr ja = ia;
+    ja.srq = srq;
+    struct ibv_qp *qx = ibv_create_qp(pd, &ia), *qy = srq ? ibv_create_qp(pd, &ja) : NULL;
+    int setup = srq && qx && qy && connect_qp(qx, qy->qp_num, &gid) == 0 &&
+                connect_qp(qy, qx->qp_num, &gid) == 0;
+    uint8_t *rb = malloc(4096);
+    struct ibv_mr *mr = setup ? ibv_reg_mr(pd, rb, 4096, IBV_ACCESS_LOCAL_WRITE) : NULL;
+    for (int i = 0; mr && i < 5; ++i) {
+      struct ibv_sge sge = {(uintptr_t)(rb + 64 * i), 64, mr->lkey};
+      struct ibv_recv_wr rw = {.wr_id = 100 + i, .sg_list = &sge, .num_sge = 1}, *rbad;
+      setup &= ibv_post_srq_recv(srq, &rw, &rbad) == 0;
+    }
+    int got = 0;
+    for (int i = 0; setup && i < 3; ++i) {  // 5 - 3 = 2 WQEs left < limit 3
+      struct ibv_sge sge = {(uintptr_t)msrc->addr, 8, msrc->lkey};
+      struct ibv_send_wr sw = {.wr_id = 200 + i,
+                               .sg_list = &sge,
+                               .num_sge = 1,
+                               .opcode = IBV_WR_SEND,
+                               .send_flags = IBV_SEND_SIGNALED},
+                         *sbad;
+      if (ibv_post_send(qx, &sw, &sbad)) break;
+    }
+    struct ibv_wc wc;
+    for (int i = 0; setup && got < 6 && i < 20000; ++i) {
+      int k = ibv_poll_cq(cq, 1, &wc);
+      if (k == 1 && wc.status == IBV_WC_SUCCESS) ++got;
+      if (k == 0) usleep(1000);
+    }
+    struct pollfd pfd = {.fd = ctx->async_fd, .events = POLLIN};
+    int readable = setup && got == 6 && poll(&pfd, 1, 10000) == 1;
+    struct ibv_async_event ev;
+    int evok = readable && ibv_get_async_event(ctx, &ev) == 0 &&
+               ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && ev.element.srq == srq;
+    if (evok) ibv_ack_async_event(&ev);
+    CHECK(evok,
+          "SRQ limit: %d completions, async_fd readable %d, ibv_get_async_event -> "
+          "SRQ_LIMIT_REACHED on our SRQ (%s)",
+          got, readable,
+          evok ? "yes" : ibv_event_type_str(readable ? ev.event_type : IBV_EVENT_CQ_ERR));
+    struct ibv_srq_attr sa;
+    CHECK(srq && ibv_query_srq(srq, &sa) == 0 && sa.srq_limit == 0,
+          "ibv_query_srq after the event: limit %u (0: fired)", srq ? sa.srq_limit : 99);
+    // Re-arm with ibv_modify_srq: 2 WQEs left, limit 4 -> fires again on the next receive.
+    struct ibv_srq_attr ma = {.srq_limit = 4};
+    int armed = srq && ibv_modify_srq(srq, &ma, IBV_SRQ_LIMIT) == 0;
+    CHECK(armed && ibv_query_srq(srq, &sa) == 0 && sa.srq_limit == 4,
+          "ibv_modify_srq(IBV_SRQ_LIMIT 4), ibv_query_srq: limit %u", armed ? sa.srq_limit : 99);
+    struct ibv_srq_attr over = {.srq_limit = 17};  // above max_wr 16
+    CHECK(srq && ibv_modify_srq(srq, &over, IBV_SRQ_LIMIT) == EINVAL &&
+              ibv_query_srq(srq, &sa) == 0 && sa.srq_limit == 4,
+          "ibv_modify_srq(IBV_SRQ_LIMIT 17 > max_wr 16): EINVAL, limit kept");
+    struct ibv_srq_attr big = {.max_wr = 64};
+    CHECK(srq && ibv_modify_srq(srq, &big, IBV_SRQ_MAX_WR) == EOPNOTSUPP,
+          "ibv_modify_srq(IBV_SRQ_MAX_WR): EOPNOTSUPP");
+    if (armed) {
+      struct ibv_sge sge = {(uintptr_t)msrc->addr, 8, msrc->lkey};
+      struct ibv_send_wr sw = {.wr_id = 300,
+                               .sg_list = &sge,
+                               .num_sge = 1,
+                               .opcode = IBV_WR_SEND,
+                               .send_flags = IBV_SEND_SIGNALED},
+                         *sbad;
+      armed = ibv_post_send(qx, &sw, &sbad) == 0;
+    }
+    int evok2 = armed && poll(&pfd, 1, 10000) == 1 && ibv_get_async_event(ctx, &ev) == 0 &&
+                ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && ev.element.srq == srq;
+    if (evok2) ibv_ack_async_event(&ev);
+    CHECK(evok2, "ibv_modify_srq(IBV_SRQ_LIMIT) re-arms: SRQ_LIMIT_REACHED again");
+    for (int i = 0, left = evok2 ? 2 : 0; left > 0 && i < 10000; ++i) {  // its 2 completions
+      if (ibv_poll_cq(cq, 1, &wc) == 1)
+        --left;
+      else
+        usleep(1000);
+    }
+    if (qx) ibv_destroy_qp(qx);
+    if (qy) ibv_destroy_qp(qy);
+    if (srq) CHECK(ibv_destroy_srq(srq) == 0, "ibv_destroy_srq after the acknowledged event");
+    if (mr) ibv_dereg_mr(mr);
+    free(rb);
+  }
 
   ibv_destroy_qp(qa);
   ibv_destroy_qp(qb);

@@ -111,10 +111,10 @@ void print_counters(const port::EthPort &p) {
   const port::PortCounters &c = p.counters();
   std::printf(
       "port %s counters: rx_packets=%lu rx_bytes=%lu tx_packets=%lu tx_bytes=%lu "
-      "tx_alloc_fail=%lu tx_dropped=%lu tx_too_long=%lu rx_arp=%lu rx_nd=%lu "
-      "rx_roce=%lu\n",
+      "tx_alloc_fail=%lu tx_dropped=%lu tx_deferred=%lu tx_backpressure=%lu tx_too_long=%lu "
+      "rx_arp=%lu rx_nd=%lu rx_roce=%lu\n",
       p.name().c_str(), c.rx_packets, c.rx_bytes, c.tx_packets, c.tx_bytes, c.tx_alloc_fail,
-      c.tx_dropped, c.tx_too_long, c.rx_arp, c.rx_nd, c.rx_roce);
+      c.tx_dropped, c.tx_deferred, c.tx_backpressure, c.tx_too_long, c.rx_arp, c.rx_nd, c.rx_roce);
   for (size_t i = 0; i < static_cast<size_t>(port::RxDrop::kCount); ++i)
     if (c.rx_drops[i])
       std::printf("port %s drop %s=%lu\n", p.name().c_str(),
@@ -356,7 +356,11 @@ int worker_main(void *arg) {
       nanosleep(&nap, nullptr);
     }
   }
-  w->q->flush();
+  // The backlog gets a few more chances (the peer may still be reading); what is left is
+  // dropped and counted (tx_dropped): the only place a worker drops its own frames.
+  for (unsigned i = 0; i < port::EthPort::kStopDrainTries && w->q->tx_pending() != 0; ++i)
+    w->q->flush();
+  w->q->drop_pending();
   return 0;
 }
 
@@ -371,7 +375,12 @@ struct WorkerGuard {
   ~WorkerGuard() { stop(); }
 };
 
-void add_lane_stats(unsigned w, const LaneCounters &c, uint64_t rx, uint64_t tx,
+// The TX side of one lane's queue (EthPort for worker 0, PortQueue for the others).
+struct LaneQueue {
+  uint64_t rx = 0, tx = 0, tx_deferred = 0, tx_backpressure = 0, tx_dropped = 0, tx_pending = 0;
+};
+
+void add_lane_stats(unsigned w, const LaneCounters &c, const LaneQueue &q,
                     std::vector<ctl::StatEntry> &v) {
   auto add = [&](const char *what, uint64_t value) {
     ctl::StatEntry e{};
@@ -385,8 +394,12 @@ void add_lane_stats(unsigned w, const LaneCounters &c, uint64_t rx, uint64_t tx,
   add("to_main", c.to_main);
   add("to_main_drop", c.to_main_drop);
   add("misrouted", c.misrouted);
-  add("queue_rx_packets", rx);
-  add("queue_tx_packets", tx);
+  add("queue_rx_packets", q.rx);
+  add("queue_tx_packets", q.tx);
+  add("queue_tx_deferred", q.tx_deferred);
+  add("queue_tx_backpressure", q.tx_backpressure);
+  add("queue_tx_dropped", q.tx_dropped);
+  add("queue_tx_pending", q.tx_pending);
 }
 
 // The daemon's control-plane view of ports[0]. resolve() runs the data path while it waits
@@ -443,6 +456,9 @@ void add_port_stats(const port::EthPort &p, std::vector<ctl::StatEntry> &v) {
   add("tx_bytes", c.tx_bytes);
   add("tx_alloc_fail", c.tx_alloc_fail);
   add("tx_dropped", c.tx_dropped);
+  add("tx_deferred", c.tx_deferred);
+  add("tx_backpressure", c.tx_backpressure);
+  add("tx_pending", p.tx_pending());
   add("tx_too_long", c.tx_too_long);
   add("tx_loopback", c.tx_loopback);
   add("tx_loopback_full", c.tx_loopback_full);
@@ -639,15 +655,23 @@ int run(int argc, char **argv) {
         add_port_stats(*p, v);
       if (wloops.empty()) return;
       const port::PortCounters &pc = ports[0]->counters();
-      add_lane_stats(0, loop.lc, pc.rx_packets, pc.tx_packets, v);
+      add_lane_stats(0, loop.lc,
+                     LaneQueue{pc.rx_packets, pc.tx_packets, pc.tx_deferred, pc.tx_backpressure,
+                               pc.tx_dropped, ports[0]->tx_pending()},
+                     v);
       for (auto &w : wloops) {
         LaneCounters c;
         port::QueueCounters q;
+        size_t pending = 0;
         daemon.run_on(w->id, [&] {
           c = w->lc;
           q = w->q->counters();
+          pending = w->q->tx_pending();
         });
-        add_lane_stats(w->id, c, q.rx_packets, q.tx_packets, v);
+        add_lane_stats(w->id, c,
+                       LaneQueue{q.rx_packets, q.tx_packets, q.tx_deferred, q.tx_backpressure,
+                                 q.tx_dropped, pending},
+                       v);
       }
     });
     loop.daemon = &daemon;
@@ -724,8 +748,13 @@ int run(int argc, char **argv) {
             w, c.handoff_out, c.handoff_in, c.handoff_drop, c.to_main, c.misrouted);
       };
       lane(0, loop.lc);
-      for (auto &w : wloops)
+      for (auto &w : wloops) {
         lane(w->id, w->lc);
+        const port::QueueCounters &q = w->q->counters();
+        std::printf(
+            "worker %u queue: tx_packets=%lu tx_deferred=%lu tx_backpressure=%lu tx_dropped=%lu\n",
+            w->id, q.tx_packets, q.tx_deferred, q.tx_backpressure, q.tx_dropped);
+      }
     }
     const BridgeCounters bc = daemon.counters(true);
     std::printf(

@@ -152,10 +152,14 @@ void EthPort::note(const std::string &text) {
 void EthPort::stop() noexcept {
   if (closed_) return;
   if (started_) {
-    flush();
+    // The backlog gets a few more chances (the peer may still be reading), then the rest is
+    // dropped: the only place where the port drops its own frames.
+    for (unsigned i = 0; i < kStopDrainTries && !tx_.empty(); ++i)
+      flush();
     rte_eth_dev_stop(port_id_);
     started_ = false;
   }
+  c_.tx_dropped += tx_.discard([](rte_mbuf *m) { rte_pktmbuf_free(m); });
   {
     rte_mbuf *m[kBurst];
     for (size_t n; (n = loop_.pop(m, kBurst)) != 0;)
@@ -204,6 +208,13 @@ bool EthPort::allmulticast() const noexcept {
 }
 
 transport::TxBuf EthPort::tx_alloc() noexcept {
+  if (tx_.full()) {  // the TX queue has refused a backlog's worth: let it drain first
+    flush();
+    if (tx_.full()) {
+      ++c_.tx_backpressure;
+      return {};
+    }
+  }
   if (loop_.full()) {  // any frame may be for us: wait for rx_burst to drain the loopback queue
     ++c_.tx_loopback_full;
     return {};
@@ -235,27 +246,30 @@ void EthPort::tx_commit(transport::TxBuf b, uint32_t len) noexcept {
     }
     return;
   }
-  tx_len_[tx_n_] = len;
-  tx_batch_[tx_n_++] = m;
-  if (tx_n_ == kBurst) flush();
+  if (!tx_.push(m, len)) {  // tx_alloc saw room: only a caller holding several buffers gets here
+    flush();
+    if (!tx_.push(m, len)) {
+      ++c_.tx_dropped;
+      rte_pktmbuf_free(m);
+      return;
+    }
+  }
+  if (tx_.fresh() >= kBurst) flush();
 }
 
 void EthPort::tx_abort(transport::TxBuf b) noexcept {
   if (b.handle != nullptr) rte_pktmbuf_free(static_cast<rte_mbuf *>(b.handle));
 }
 
-void EthPort::flush() noexcept {
-  uint16_t sent = 0;
-  for (unsigned attempt = 0; sent < tx_n_ && attempt <= kTxRetries; ++attempt)
-    sent += rte_eth_tx_burst(port_id_, tx_queue_, tx_batch_ + sent, tx_n_ - sent);
-  for (uint16_t i = 0; i < sent; ++i)
-    c_.tx_bytes += tx_len_[i];  // the mbufs now belong to the PMD: use the lengths kept here
-  for (uint16_t i = sent; i < tx_n_; ++i) {
-    ++c_.tx_dropped;
-    rte_pktmbuf_free(tx_batch_[i]);
-  }
-  c_.tx_packets += sent;
-  tx_n_ = 0;
+uint32_t EthPort::flush() noexcept {
+  if (tx_.empty() || !started_) return 0;
+  const TxDrained d = tx_.drain([this](rte_mbuf **pkts, uint16_t n) {
+    return rte_eth_tx_burst(port_id_, tx_queue_, pkts, n);
+  });
+  c_.tx_packets += d.sent;
+  c_.tx_bytes += d.bytes;  // the mbufs now belong to the PMD: the backlog kept the lengths
+  if (d.refused) ++c_.tx_deferred;
+  return d.sent;
 }
 
 void EthPort::capture(const uint8_t *frame, uint32_t len) noexcept {

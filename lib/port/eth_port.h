@@ -7,7 +7,11 @@
 //
 // Fast path (noexcept; no allocation, locks, exceptions or printing):
 //   - transport::TxPort: tx_alloc() hands out an mbuf's data room, tx_commit() sets the lengths
-//     and appends it to the TX batch, which is sent when full or by flush(); tx_abort() frees.
+//     and appends it to the TX backlog (port/tx_backlog.h), which is offered to the TX queue
+//     once a burst's worth is waiting and at every flush(); tx_abort() frees. Frames the TX
+//     queue refuses stay in the backlog, in order, and go first at the next flush; while the
+//     backlog is full, tx_alloc refuses buffers (back-pressure on the engine). Frames are
+//     dropped only when the port stops.
 //   - rx_burst(queue, handler): receives a burst and dispatches every frame: ARP -> Arp,
 //     IPv6/ICMPv6 -> Nd (replies go out through the TX batch), UDP 4791 -> handler(frame, len)
 //     (the transport engine; it returns false to have the frame counted as refused), anything
@@ -38,6 +42,7 @@
 #include "port/gid_table.h"
 #include "port/loopback.h"
 #include "port/nd.h"
+#include "port/tx_backlog.h"
 #include "transport/port.h"
 #include "util/pcap_writer.h"
 
@@ -49,7 +54,9 @@ struct PortCounters {
   uint64_t tx_packets = 0;  // handed to the NIC by rte_eth_tx_burst
   uint64_t tx_bytes = 0;
   uint64_t tx_alloc_fail = 0;        // tx_alloc found the pool empty (back-pressure to the caller)
-  uint64_t tx_dropped = 0;           // committed but refused by the TX queue after retries, freed
+  uint64_t tx_dropped = 0;           // committed but never sent: freed when the port stopped
+  uint64_t tx_deferred = 0;          // flushes whose frames the TX queue partly refused (kept)
+  uint64_t tx_backpressure = 0;      // tx_alloc refused: the TX backlog was full
   uint64_t tx_too_long = 0;          // tx_commit with len > cap (frame freed)
   uint64_t tx_loopback = 0;          // frames to our own MAC handed back to the RX path
   uint64_t tx_loopback_full = 0;     // tx_alloc refused: the loopback queue was full
@@ -72,7 +79,8 @@ struct NoEngine {};
 class EthPort {
  public:
   static constexpr uint16_t kBurst = 32;
-  static constexpr unsigned kTxRetries = 8;
+  static constexpr size_t kTxBacklog = 512;       // committed frames the TX queue has not taken
+  static constexpr unsigned kStopDrainTries = 8;  // flushes tried by stop() before dropping
   static constexpr size_t kLoopbackDepth = 1024;  // frames to our own MAC awaiting rx_burst
 
   // pool must outlive the port. nb_queues: RX and TX queues (one per worker).
@@ -86,8 +94,11 @@ class EthPort {
   transport::TxBuf tx_alloc() noexcept;
   void tx_commit(transport::TxBuf b, uint32_t len) noexcept;
   void tx_abort(transport::TxBuf b) noexcept;
-  // Sends the TX batch: rte_eth_tx_burst, retried kTxRetries times, the rest freed and counted.
-  void flush() noexcept;
+  // Offers the TX backlog to the TX queue (rte_eth_tx_burst), oldest first; what it refuses
+  // stays queued for the next flush (counted once per flush in tx_deferred). Returns the
+  // number of frames the queue took.
+  uint32_t flush() noexcept;
+  size_t tx_pending() const noexcept { return tx_.size(); }  // frames in the TX backlog
 
   // Receives up to kBurst frames from `queue` and dispatches them; on the port's TX queue number
   // it first dispatches the frames looped back (to our own MAC) that were queued before the
@@ -159,9 +170,7 @@ class EthPort {
   std::optional<Nd> nd_;
   util::PcapWriter *capture_ = nullptr;
   std::string notes_;
-  uint16_t tx_n_ = 0;
-  rte_mbuf *tx_batch_[kBurst];
-  uint32_t tx_len_[kBurst];
+  TxBacklog<rte_mbuf, kTxBacklog> tx_;
   LoopbackQueue<rte_mbuf, kLoopbackDepth> loop_;
   PortCounters c_;
 };

@@ -6,6 +6,9 @@
 // ARP / ND and capture stay with the main lcore's EthPort. Same-port loopback (port/loopback.h)
 // as in EthPort: a frame to the port's own MAC goes to a queue that the next rx() returns
 // first, instead of leaving the port (a full queue makes tx_alloc refuse: back-pressure).
+// TX back-pressure as in EthPort (port/tx_backlog.h): frames the TX queue refuses stay queued,
+// in order, for the next flush; a full backlog makes tx_alloc refuse. Frames are dropped only
+// by drop_pending() / the destructor, when the lcore stops.
 // Fast path: no allocation, locks, exceptions or printing.
 #pragma once
 
@@ -15,6 +18,7 @@
 #include <cstdint>
 
 #include "port/loopback.h"
+#include "port/tx_backlog.h"
 #include "transport/port.h"
 
 namespace uroce::port {
@@ -25,7 +29,9 @@ struct QueueCounters {
   uint64_t tx_packets = 0;
   uint64_t tx_bytes = 0;
   uint64_t tx_alloc_fail = 0;
-  uint64_t tx_dropped = 0;
+  uint64_t tx_dropped = 0;       // committed but never sent: dropped when the lcore stopped
+  uint64_t tx_deferred = 0;      // flushes whose frames the TX queue partly refused (kept)
+  uint64_t tx_backpressure = 0;  // tx_alloc refused: the TX backlog was full
   uint64_t tx_too_long = 0;
   uint64_t tx_loopback = 0;       // frames to our own MAC returned by rx()
   uint64_t tx_loopback_full = 0;  // tx_alloc refused: the loopback queue was full
@@ -34,16 +40,16 @@ struct QueueCounters {
 class PortQueue {
  public:
   static constexpr uint16_t kBurst = 32;
-  static constexpr unsigned kTxRetries = 8;
+  static constexpr size_t kTxBacklog = 512;
 
   PortQueue(uint16_t port_id, uint16_t queue, rte_mempool *pool, const uint8_t mac[6]) noexcept
       : port_id_(port_id), queue_(queue), pool_(pool) {
     for (int i = 0; i < 6; ++i)
       mac_[i] = mac[i];
   }
+  // Frees what is still queued without touching the ethdev (it may be closed by now).
   ~PortQueue() {
-    for (uint16_t i = 0; i < tx_n_; ++i)
-      rte_pktmbuf_free(tx_batch_[i]);
+    drop_pending();
     rte_mbuf *m[kBurst];
     for (size_t n; (n = loop_.pop(m, kBurst)) != 0;)
       for (size_t i = 0; i < n; ++i)
@@ -54,6 +60,13 @@ class PortQueue {
 
   // --- transport::TxPort ---
   transport::TxBuf tx_alloc() noexcept {
+    if (tx_.full()) {  // the TX queue has refused a backlog's worth: let it drain first
+      flush();
+      if (tx_.full()) {
+        ++c_.tx_backpressure;
+        return {};
+      }
+    }
     if (loop_.full()) {  // any frame may be for us: wait for rx() to drain the loopback queue
       ++c_.tx_loopback_full;
       return {};
@@ -78,27 +91,36 @@ class PortQueue {
       ++c_.tx_loopback;
       return;
     }
-    tx_len_[tx_n_] = len;
-    tx_batch_[tx_n_++] = m;
-    if (tx_n_ == kBurst) flush();
+    if (!tx_.push(m, len)) {  // tx_alloc saw room: only a caller holding several buffers
+      flush();
+      if (!tx_.push(m, len)) {
+        ++c_.tx_dropped;
+        rte_pktmbuf_free(m);
+        return;
+      }
+    }
+    if (tx_.fresh() >= kBurst) flush();
   }
   void tx_abort(transport::TxBuf b) noexcept {
     if (b.handle != nullptr) rte_pktmbuf_free(static_cast<rte_mbuf *>(b.handle));
   }
-  // Sends the batch (retried kTxRetries times; what the queue still refuses is freed, counted).
-  void flush() noexcept {
-    uint16_t sent = 0;
-    for (unsigned attempt = 0; sent < tx_n_ && attempt <= kTxRetries; ++attempt)
-      sent += rte_eth_tx_burst(port_id_, queue_, tx_batch_ + sent, tx_n_ - sent);
-    for (uint16_t i = 0; i < sent; ++i)
-      c_.tx_bytes += tx_len_[i];
-    for (uint16_t i = sent; i < tx_n_; ++i) {
-      ++c_.tx_dropped;
-      rte_pktmbuf_free(tx_batch_[i]);
-    }
-    c_.tx_packets += sent;
-    tx_n_ = 0;
+  // Offers the TX backlog to the queue, oldest first; what it refuses stays queued for the
+  // next flush (counted once per flush in tx_deferred). Returns the number of frames sent.
+  uint32_t flush() noexcept {
+    if (tx_.empty()) return 0;
+    const TxDrained d = tx_.drain([this](rte_mbuf **pkts, uint16_t n) {
+      return rte_eth_tx_burst(port_id_, queue_, pkts, n);
+    });
+    c_.tx_packets += d.sent;
+    c_.tx_bytes += d.bytes;
+    if (d.refused) ++c_.tx_deferred;
+    return d.sent;
   }
+  // Teardown (the lcore stops): frees the frames still queued, counted in tx_dropped.
+  void drop_pending() noexcept {
+    c_.tx_dropped += tx_.discard([](rte_mbuf *m) { rte_pktmbuf_free(m); });
+  }
+  size_t tx_pending() const noexcept { return tx_.size(); }
 
   // Receives up to kBurst frames into pkts (ownership passes to the caller): looped-back frames
   // first, then the queue's.
@@ -122,9 +144,7 @@ class PortQueue {
   rte_mempool *pool_;
   uint8_t mac_[6];
   LoopbackQueue<rte_mbuf, 1024> loop_;
-  uint16_t tx_n_ = 0;
-  rte_mbuf *tx_batch_[kBurst];
-  uint32_t tx_len_[kBurst];
+  TxBacklog<rte_mbuf, kTxBacklog> tx_;
   QueueCounters c_;
 };
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "hex.h"
+#include "port/port_queue.h"
 #include "wire/packet.h"
 
 namespace uroce::port {
@@ -338,6 +339,67 @@ TEST(EthPort, TxQueueRefusalIsKeptInOrderAndBackPressuresTxAlloc) {
     p.stop();
     EXPECT_EQ(c.tx_dropped, EthPort::kTxBacklog);
     EXPECT_EQ(p.tx_pending(), 0u);
+  }
+  free_pool(pool);
+}
+
+// A worker's PortQueue behaves the same way on its own queue (here queue 0 of a net_ring
+// port whose EthPort sends nothing).
+TEST(PortQueue, TxQueueRefusalIsKeptInOrderAndBackPressuresTxAlloc) {
+  config::PortConfig pc = ring_config();
+  rte_mempool *pool = create_pool("bpq_pool", 4095, data_room_for(pc));
+  ASSERT_NE(pool, nullptr);
+  {
+    config::DaemonConfig dc;
+    EthPort p(pc, dc, pool, 1);
+    PortQueue q(p.port_id(), 0, pool, p.mac());
+    const uint8_t other[6] = {0x02, 0, 0, 0, 0, 9};
+    const auto f = roce_to(other);
+    auto commit = [&](uint32_t seq) {
+      transport::TxBuf b = q.tx_alloc();
+      if (b.data == nullptr) return false;
+      std::memcpy(b.data, f.data(), f.size());
+      std::memcpy(b.data + 54, &seq, 4);
+      q.tx_commit(b, static_cast<uint32_t>(f.size()));
+      return true;
+    };
+    uint32_t committed = 0;
+    while (commit(committed)) {
+      ++committed;
+      ASSERT_LT(committed, 4000u) << "tx_alloc never refused: refused frames were dropped";
+    }
+    const QueueCounters &c = q.counters();
+    EXPECT_EQ(q.tx_pending(), PortQueue::kTxBacklog);
+    EXPECT_EQ(c.tx_packets + PortQueue::kTxBacklog, committed);
+    EXPECT_EQ(c.tx_dropped, 0u);
+    EXPECT_GE(c.tx_deferred, 1u);
+    EXPECT_EQ(c.tx_backpressure, 1u);
+    std::vector<uint32_t> got;
+    for (int idle = 0; got.size() < committed && idle < 100;) {
+      rte_mbuf *m[32];
+      const uint16_t n = q.rx(m);
+      for (uint16_t i = 0; i < n; ++i) {
+        uint32_t seq = 0;
+        std::memcpy(&seq, rte_pktmbuf_mtod(m[i], const uint8_t *) + 54, 4);
+        got.push_back(seq);
+        rte_pktmbuf_free(m[i]);
+      }
+      q.flush();
+      idle = n == 0 ? idle + 1 : 0;
+    }
+    ASSERT_EQ(got.size(), committed);
+    for (uint32_t i = 0; i < committed; ++i)
+      ASSERT_EQ(got[i], i) << "frame " << i << " out of order, lost or duplicated";
+    EXPECT_EQ(c.tx_packets, committed);
+    EXPECT_EQ(c.tx_dropped, 0u);
+    // Teardown drops what is left, counted.
+    uint32_t more = 0;
+    while (commit(more))
+      ASSERT_LT(++more, 4000u);
+    q.drop_pending();
+    EXPECT_EQ(c.tx_dropped, PortQueue::kTxBacklog);
+    EXPECT_EQ(q.tx_pending(), 0u);
+    p.stop();
   }
   free_pool(pool);
 }

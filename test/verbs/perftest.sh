@@ -54,8 +54,19 @@ ALL_SIZES=${ALL_SIZES% }
 # QP timeout -u 17 (4.096 us x 2^17 = 0.54 s, x 8 tries = 4.3 s without progress before
 # RETRY_EXC_ERR) instead of perftest's 14 (67 ms, 0.5 s): on the loaded 2-core CI machine the
 # daemons and the four polling tools share two cores, and runs with the default timeout ended
-# in RETRY_EXC_ERR (status 12) a few times in one run of this script at load ~18 (doc/verbs.md).
-QP_TIMEOUT=17
+# in RETRY_EXC_ERR (status 12) at load ~12-18 (doc/verbs.md). The daemons' ports no longer drop
+# the frames their TX ring refuses (TX back-pressure, doc/uroced.md), no frame is lost, and the
+# default still fails now and then: see doc/verbs.md. PERFTEST_QP_TIMEOUT overrides it
+# (PERFTEST_QP_TIMEOUT=14: perftest's default).
+QP_ARGS=(-u "${PERFTEST_QP_TIMEOUT:-17}")
+UROCE_STAT=$(dirname "$UROCED")/../uroce-stat/uroce-stat
+# stats SOCK: the counters that tell a lost frame from a late one (printed on a failure).
+stats() {
+  [ -x "$UROCE_STAT" ] || return 0
+  timeout 10 "$UROCE_STAT" -s "$1" 2>/dev/null |
+    grep -E 'retransmits|timeouts|seq_naks|rnr_naks|tx_dropped|tx_deferred|tx_backpressure|tx_pending|tx_alloc_fail|engine\.(tx|rx)_pkts|engine\.drop|handoff_drop' |
+    grep -vE ' 0$'
+}
 PORT=$((30000 + (ID % 20000)))
 # perftest KIND ITERS "SIZES" SERVER_TABLE TOOL ARGS...: one server/client run. SERVER_TABLE:
 # what the server prints: "all" (ib_send_bw: the same table as the client), "last" (ib_write_bw,
@@ -66,7 +77,7 @@ perftest() {
   PORT=$((PORT + 1))
   rm -f "$WORK/server.log" "$WORK/client.log"
   : >"$WORK/client.log"
-  on "$SOCK_B" timeout 120 "$tool" -d uroce_b -x 1 -u $QP_TIMEOUT -p "$PORT" "$@" >"$WORK/server.log" 2>&1 &
+  on "$SOCK_B" timeout 120 "$tool" -d uroce_b -x 1 "${QP_ARGS[@]}" -p "$PORT" "$@" >"$WORK/server.log" 2>&1 &
   PID_S=$!
   local up=0
   for _ in $(seq 200); do
@@ -76,7 +87,7 @@ perftest() {
   done
   local rc_c=1 rc_s
   if [ $up -eq 1 ]; then
-    on "$SOCK_A" timeout 120 "$tool" -d uroce0 -x 1 -u $QP_TIMEOUT -p "$PORT" "$@" 127.0.0.1 >"$WORK/client.log" 2>&1
+    on "$SOCK_A" timeout 120 "$tool" -d uroce0 -x 1 "${QP_ARGS[@]}" -p "$PORT" "$@" 127.0.0.1 >"$WORK/client.log" 2>&1
     rc_c=$?
   fi
   wait "$PID_S"; rc_s=$?
@@ -102,6 +113,8 @@ perftest() {
     fail "$tool $*: $why"
     sed 's/^/  server: /' "$WORK/server.log"
     sed 's/^/  client: /' "$WORK/client.log"
+    stats "$SOCK_A" | sed 's/^/  uroced A: /'
+    stats "$SOCK_B" | sed 's/^/  uroced B: /'
   fi
 }
 
@@ -128,6 +141,9 @@ perftest lat 200 "2" none ib_send_lat -n 200 -e
 perftest lat 200 "8" none ib_atomic_lat -n 200
 perftest lat 200 "8" none ib_atomic_lat -n 200 -A CMP_AND_SWAP
 echo "perftest runs took $((SECONDS - START)) s"
+echo "daemon counters (non-zero; losses would show as retransmits / timeouts / tx_dropped):"
+stats "$SOCK_A" | sed 's/^/  uroced A: /'
+stats "$SOCK_B" | sed 's/^/  uroced B: /'
 
 kill -0 "$PID_A" 2>/dev/null && kill -0 "$PID_B" 2>/dev/null || fail "a daemon died"
 echo "$FAILS failure(s)"

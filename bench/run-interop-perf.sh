@@ -6,7 +6,7 @@
 #
 #   bench/run-interop-perf.sh [--builddir DIR] [--rig DIR] [--cache DIR] [--reps N]
 #                             [--bw-iters N] [--lat-iters N] [--nice N] [--bw-client]
-#                             [--tests "bw lat"]
+#                             [--tests "bw lat"] [--idle-sleep US]
 #
 # One network namespace (uroce-iperf-PID) made with the rig's net-setup.sh: bridge rigbr0,
 # rigtap0 (guest A, 10.77.0.11) and rigtap1 (guest B, 10.77.0.12), plus a veth whose bridge end
@@ -20,7 +20,8 @@
 # for ib_write_bw -x 1 -F -s 65536 -n BW_ITERS and ib_write_lat -x 1 -F -s 64 -n LAT_ITERS
 # (guests add -d rxe0). uroce's side is the UNMODIFIED host perftest through the verbs shim
 # (LD_LIBRARY_PATH=BUILD/drivers/verbs UROCE_SOCKET=...), niced (--nice, default 10) like the
-# interop suite. ib_write_bw with uroce as client is left out unless --bw-client is given
+# interop suite; uroced naps --idle-sleep us (default 200, as in the interop suite) when idle.
+# ib_write_bw with uroce as client is left out unless --bw-client is given
 # (doc/interop.md: it ends in retry exceeded against the TCG guest).
 # The result row is always taken from the CLIENT (requester) side. Prints every step (result,
 # load average when it started), then a table with the medians over the reps and the ratio
@@ -36,6 +37,7 @@ REPS=5
 BW_ITERS=500
 LAT_ITERS=1000
 NICE=10
+IDLE=200
 BW_CLIENT=0
 TESTS="bw lat"
 while [ $# -gt 0 ]; do
@@ -47,14 +49,15 @@ while [ $# -gt 0 ]; do
     --bw-iters) BW_ITERS=$2; shift ;;
     --lat-iters) LAT_ITERS=$2; shift ;;
     --nice) NICE=$2; shift ;;
+    --idle-sleep) IDLE=$2; shift ;;
     --bw-client) BW_CLIENT=1 ;;
     --tests) TESTS=$2; shift ;;
-    -h | --help) sed -n '3,29p' "$0"; exit 0 ;;
+    -h | --help) sed -n '3,30p' "$0"; exit 0 ;;
     *) echo "run-interop-perf.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
 done
-for v in REPS BW_ITERS LAT_ITERS NICE; do
+for v in REPS BW_ITERS LAT_ITERS NICE IDLE; do
   case ${!v} in '' | *[!0-9]*) echo "run-interop-perf.sh: $v '${!v}' is not a number" >&2; exit 2 ;; esac
 done
 RIG=$(cd "$RIG" 2>/dev/null && pwd) || { echo "run-interop-perf.sh: no rig directory (../shared/rig)" >&2; exit 1; }
@@ -76,7 +79,7 @@ ID=$$
 NS=uroce-iperf-$ID
 WORK=$(mktemp -d /tmp/uroce-iperf-XXXXXX)
 A_IP=10.77.0.11 B_IP=10.77.0.12 UROCE_IP=10.77.0.2 HOST_IP=10.77.0.1
-STEP_T=240   # seconds for one tool run
+STEP_T=120   # seconds for one tool run
 UPID="" APID="" BPID="" NETUP=0
 
 stop_pid() {  # stop_pid PID SECONDS: TERM, bounded wait, KILL
@@ -196,7 +199,7 @@ cat >"$WORK/uroced.conf" <<EOF
 args = --no-huge -m 256 --no-pci --file-prefix=uroce-iperf-$ID --log-level=*:notice
 [daemon]
 socket = $WORK/uroced.sock
-idle_sleep_us = 200
+idle_sleep_us = $IDLE
 [port p0]
 device = net_af_packet0,iface=uro0
 mtu = 1500
@@ -254,7 +257,7 @@ host_tool() {  # host_tool K 'TOOL ARGS' [SERVER_IP]: through the shim; a client
 
 echo "run-interop-perf: $(date -u '+%F %T') UTC, $(nproc) CPUs, steps: ${#STEPS[@]}, work $WORK"
 echo "qemu wrapper: $TCG_WRAP"
-echo "guests: qemu TCG, 1 vCPU / 512 MiB each, Ethernet MTU 1500 (IB MTU 1024); uroced af_packet, idle_sleep_us 200"
+echo "guests: qemu TCG, 1 vCPU / 512 MiB each, Ethernet MTU 1500 (IB MTU 1024); uroced af_packet, idle_sleep_us $IDLE"
 echo "bw:  $BW    lat: $LAT    (guests add -d rxe0; host tools niced $NICE)"
 : >"$WORK/host.log"
 : >"$WORK/steps.txt"
@@ -360,6 +363,10 @@ for line in open(f"{work}/steps.txt"):
     k = int(k)
     client = {"rxe-rxe": "B", "uroce-srv": "B", "uroce-cli": "host"}[mode]
     v, err = result(t, logs[client].get(k))
+    if v is None:  # say which side failed: the server's error when it has one
+        server = {"rxe-rxe": "A", "uroce-srv": "host", "uroce-cli": "A"}[mode]
+        sv, serr = result(t, logs[server].get(k))
+        err = f"client: {err}; server: {serr or 'finished'}"
     res.setdefault((t, mode), []).append((v, float(load)))
     if v is None:
         txt = "FAILED: " + err

@@ -24,16 +24,24 @@ class Engine : public EngineCore {
   Engine(Port &port, const Clk &clock, const EngineConfig &cfg = EngineConfig{})
       : EngineCore(cfg), port_(port), clock_(clock) {}
 
-  // Handles one received frame (the engine does not keep the pointer).
-  void rx(const uint8_t *frame, uint32_t len) noexcept;
-  // Handles n received frames in order, exactly as n calls of rx(); while one frame is being
-  // handled, the destination QP of a frame two places further on is prefetched (a hint only:
-  // a frame that is not RoCE v2 or names no QP is simply not prefetched).
+  // Handles one received frame (the engine does not keep the pointer). now_ns: the clock's
+  // time of the RX burst the frame came in (read once per burst by the caller: a clock read
+  // per frame cost ~13 % of a responder daemon, doc/perf.md); it must not be older than the
+  // time of the previous rx / poll call by more than a loop iteration (timers armed while
+  // handling the frame start from it). The overload without it reads the clock.
+  void rx(const uint8_t *frame, uint32_t len, uint64_t now_ns) noexcept;
+  void rx(const uint8_t *frame, uint32_t len) noexcept { rx(frame, len, clock_.now_ns()); }
+  // Handles n received frames in order, exactly as n calls of rx(frame, len, now) with one
+  // clock read for the burst; while one frame is being handled, the destination QP of a frame
+  // two places further on is prefetched (a hint only: a frame that is not RoCE v2 or names no
+  // QP is simply not prefetched).
   void rx_burst(const uint8_t *const *frames, const uint32_t *lens, uint32_t n) noexcept;
 
   // Expires timers, then lets each active QP send (responses first, then requests), at most
-  // cfg.tx_budget packets each. Returns the number of packets sent.
-  uint32_t poll() noexcept;
+  // cfg.tx_budget packets each. Returns the number of packets sent. now_ns as for rx (the
+  // caller's loop reads the clock once per iteration); poll() reads the clock.
+  uint32_t poll(uint64_t now_ns) noexcept;
+  uint32_t poll() noexcept { return poll(clock_.now_ns()); }
 
  private:
   // recv.h
@@ -95,8 +103,8 @@ int Engine<Port, Clk>::tx_frame_with(Hdrs &&hdrs, Fill &&fill) noexcept {
 }
 
 template <TxPort Port, Clock Clk>
-uint32_t Engine<Port, Clk>::poll() noexcept {
-  now_ = clock_.now_ns();
+uint32_t Engine<Port, Clk>::poll(uint64_t now_ns) noexcept {
+  now_ = now_ns;
   wheel_.advance(now_, [this](TimerNode *t) { on_timer(t); });
   uint32_t sent = 0;
   Qp *q = act_head_;
@@ -123,11 +131,13 @@ template <TxPort Port, Clock Clk>
 void Engine<Port, Clk>::rx_burst(const uint8_t *const *frames, const uint32_t *lens,
                                  uint32_t n) noexcept {
   constexpr uint32_t kAhead = 2;
+  if (n == 0) return;
+  const uint64_t now = clock_.now_ns();
   for (uint32_t i = 0; i < n && i < kAhead; ++i)
     prefetch_rx_qp(frames[i], lens[i]);
   for (uint32_t i = 0; i < n; ++i) {
     if (i + kAhead < n) prefetch_rx_qp(frames[i + kAhead], lens[i + kAhead]);
-    rx(frames[i], lens[i]);
+    rx(frames[i], lens[i], now);
   }
 }
 

@@ -20,8 +20,8 @@
 namespace uroce::transport {
 
 template <TxPort Port, Clock Clk>
-void Engine<Port, Clk>::rx(const uint8_t *frame, uint32_t len) noexcept {
-  now_ = clock_.now_ns();
+void Engine<Port, Clk>::rx(const uint8_t *frame, uint32_t len, uint64_t now_ns) noexcept {
+  now_ = now_ns;
   ++ctr_.rx_pkts;
   wire::ParsedPacket p;
   const wire::ParseError e = wire::parse_frame(frame, len, &p);

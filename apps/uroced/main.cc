@@ -215,6 +215,7 @@ struct Loop {
   Daemon *daemon = nullptr;
   const port::TscClock &clock;
   uint64_t next_timer = 0;
+  uint64_t last_now = 0;  // the clock at the start of the last step()
   HandOff *ho = nullptr;
   LaneCounters lc;
 
@@ -222,11 +223,12 @@ struct Loop {
 
   unsigned step() noexcept {
     const uint64_t now = clock.now_ns();
+    last_now = now;
     unsigned work = 0;
     // The apps' rings first: a receive posted before a request was sent is in the engine
     // before that request's packet can be taken from the RX queue below.
     if (daemon != nullptr) work += daemon->bridge_in();
-    auto to_engine = [this](rte_mbuf *m, const uint8_t *f, uint32_t len) noexcept {
+    auto to_engine = [this, now](rte_mbuf *m, const uint8_t *f, uint32_t len) noexcept {
       if (ho != nullptr) {
         const uint32_t o = qpn_owner(frame_dest_qpn(f, len), ho->workers());
         if (o != 0) {
@@ -238,7 +240,7 @@ struct Loop {
           return port::RxVerdict::kRefused;
         }
       }
-      engine.rx(f, len);
+      engine.rx(f, len, now);  // one clock read per loop iteration, not per frame
       return port::RxVerdict::kAccepted;
     };
     for (size_t i = 0; i < ports.size(); ++i) {
@@ -265,7 +267,7 @@ struct Loop {
       }
     }
     if (now >= next_timer) next_timer = now + kTimerNs;
-    work += engine.poll();
+    work += engine.poll(now);
     if (daemon != nullptr) work += daemon->bridge_out();
     for (auto &p : ports)
       p->flush();
@@ -282,6 +284,7 @@ struct WorkerLoop {
   unsigned id = 0;
   Daemon *daemon = nullptr;
   QueueEngine *engine = nullptr;
+  const port::TscClock *clock = nullptr;
   port::PortQueue *q = nullptr;
   HandOff *ho = nullptr;
   const uint8_t *mac = nullptr;
@@ -290,6 +293,7 @@ struct WorkerLoop {
   LaneCounters lc;
 
   unsigned step() noexcept {
+    const uint64_t now = clock->now_ns();  // one clock read per iteration (rx and poll)
     unsigned work = daemon->serve_commands(id);
     work += daemon->bridge_in(id);
     const unsigned nw = ho->workers();
@@ -302,7 +306,7 @@ struct WorkerLoop {
       if (m->nb_segs == 1 && port::classify(f, len, mac).cls == port::FrameClass::kRoce) {
         const uint32_t o = qpn_owner(frame_dest_qpn(f, len), nw);
         if (o == id) {
-          engine->rx(f, len);
+          engine->rx(f, len, now);
           rte_pktmbuf_free(m);
         } else if (ho->ring(id, o)->push(MbufRef{m})) {
           ++lc.handoff_out;
@@ -328,7 +332,7 @@ struct WorkerLoop {
         const uint8_t *f = rte_pktmbuf_mtod(r[j].m, const uint8_t *);
         const uint32_t len = rte_pktmbuf_data_len(r[j].m);
         if (qpn_owner(frame_dest_qpn(f, len), nw) == id)
-          engine->rx(f, len);
+          engine->rx(f, len, now);
         else
           ++lc.misrouted;
         rte_pktmbuf_free(r[j].m);
@@ -336,7 +340,7 @@ struct WorkerLoop {
       lc.handoff_in += k;
       work += static_cast<unsigned>(k);
     }
-    work += engine->poll();
+    work += engine->poll(now);
     work += daemon->bridge_out(id);
     q->flush();
     return work;
@@ -479,15 +483,21 @@ void add_port_stats(const port::EthPort &p, std::vector<ctl::StatEntry> &v) {
 }
 
 // The poll loop with the control server on the same thread (doc/uroced.md, Threading): the
-// server is polled (epoll timeout 0) every kServeEvery iterations, and on every idle pause.
+// server is polled (epoll timeout 0) every kServeEveryNs of the loop's clock (each poll is an
+// epoll_wait system call: every 64 iterations, as before, it cost ~6 % of a busy daemon,
+// doc/perf.md); when idle, that is every iteration after a nap of >= 100 us.
 void poll_loop(Loop &loop, ctl::Server &server, Daemon &daemon, uint32_t idle_sleep_us) noexcept {
   constexpr unsigned kIdleSpins = 1024;
-  constexpr unsigned kServeEvery = 64;
-  unsigned idle = 0, iter = 0;
+  constexpr uint64_t kServeEveryNs = 100'000;
+  unsigned idle = 0;
+  uint64_t next_serve = 0;
   const timespec nap{0, static_cast<long>(idle_sleep_us) * 1000};
   while (!g_stop.load(std::memory_order_relaxed)) {
     const unsigned work = loop.step();
-    if (++iter % kServeEvery == 0) server.poll(0, daemon);
+    if (loop.last_now >= next_serve) {
+      server.poll(0, daemon);
+      next_serve = loop.last_now + kServeEveryNs;
+    }
     if (work != 0) {
       idle = 0;
     } else if (idle_sleep_us != 0 && ++idle >= kIdleSpins) {
@@ -691,6 +701,7 @@ int run(int argc, char **argv) {
       wl->id = w;
       wl->daemon = &daemon;
       wl->engine = qengines[w - 1].get();
+      wl->clock = &clock;
       wl->q = queues[w - 1].get();
       wl->ho = handoff.get();
       wl->mac = ports[0]->mac();

@@ -111,7 +111,7 @@ class EthPort {
   // of m passes to the port), exactly as rx_burst dispatches a received one.
   template <class Handler>
   void rx_handed(rte_mbuf *m, Handler &&h, uint64_t now_ns) noexcept {
-    rx_one(m, h, now_ns);
+    if (rx_one(m, h, now_ns)) rte_pktmbuf_free(m);
   }
 
   // ARP/ND timers (retransmissions, expiry); sends what is due. Call every millisecond or so.
@@ -154,8 +154,10 @@ class EthPort {
   void capture(const uint8_t *frame, uint32_t len) noexcept;
   void send_copy(const uint8_t *frame, size_t len) noexcept;  // slow path: ARP/ND replies
   void dispatch_local(FrameClass cls, const uint8_t *frame, uint32_t len, uint64_t now) noexcept;
+  // Dispatches m; true: the caller frees it (rx_burst frees a burst's frames in one bulk call),
+  // false: the handler took it.
   template <class Handler>
-  void rx_one(rte_mbuf *m, Handler &h, uint64_t now_ns) noexcept;
+  bool rx_one(rte_mbuf *m, Handler &h, uint64_t now_ns) noexcept;
 
   std::string name_;
   uint16_t port_id_ = 0;
@@ -180,15 +182,14 @@ static_assert(transport::TxPort<EthPort>);
 uint64_t realtime_ns() noexcept;  // for capture timestamps
 
 template <class Handler>
-void EthPort::rx_one(rte_mbuf *m, Handler &h, uint64_t now_ns) noexcept {
+bool EthPort::rx_one(rte_mbuf *m, Handler &h, uint64_t now_ns) noexcept {
   const uint8_t *frame = rte_pktmbuf_mtod(m, const uint8_t *);
   const uint32_t len = rte_pktmbuf_data_len(m);
   ++c_.rx_packets;
   c_.rx_bytes += rte_pktmbuf_pkt_len(m);
   if (m->nb_segs != 1) {
     ++c_.rx_drops[static_cast<size_t>(RxDrop::kMultiSegment)];
-    rte_pktmbuf_free(m);
-    return;
+    return true;
   }
   const Classified k = classify(frame, len, mac_);
   switch (k.cls) {
@@ -202,7 +203,7 @@ void EthPort::rx_one(rte_mbuf *m, Handler &h, uint64_t now_ns) noexcept {
           ++c_.rx_drops[static_cast<size_t>(RxDrop::kEngineRefused)];
         } else {
           ++c_.rx_roce;
-          if (v == RxVerdict::kTaken) return;
+          if (v == RxVerdict::kTaken) return false;
         }
       } else {
         if (h(frame, len)) {
@@ -220,12 +221,13 @@ void EthPort::rx_one(rte_mbuf *m, Handler &h, uint64_t now_ns) noexcept {
       ++c_.rx_drops[static_cast<size_t>(k.drop)];
       break;
   }
-  rte_pktmbuf_free(m);
+  return true;
 }
 
 template <class Handler>
 uint16_t EthPort::rx_burst(uint16_t queue, Handler &&h, uint64_t now_ns) noexcept {
   rte_mbuf *pkts[kBurst];
+  rte_mbuf *done[kBurst];  // handled frames, freed with one rte_pktmbuf_free_bulk per burst
   uint16_t total = 0;
   if (queue == tx_queue_ && !loop_.empty()) {
     // Only the frames queued before this call (what the handler sends meanwhile waits for the
@@ -233,20 +235,24 @@ uint16_t EthPort::rx_burst(uint16_t queue, Handler &&h, uint64_t now_ns) noexcep
     for (size_t left = loop_.size(); left != 0;) {
       const size_t n = loop_.pop(pkts, left < kBurst ? left : kBurst);
       left -= n;
+      unsigned nd = 0;
       for (size_t i = 0; i < n; ++i) {
         if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
-        rx_one(pkts[i], h, now_ns);
+        if (rx_one(pkts[i], h, now_ns)) done[nd++] = pkts[i];
       }
+      if (nd != 0) rte_pktmbuf_free_bulk(done, nd);
       total = static_cast<uint16_t>(total + n);
     }
   }
   const uint16_t n = rte_eth_rx_burst(port_id_, queue, pkts, kBurst);
+  unsigned nd = 0;
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf *m = pkts[i];
     if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
     if (capture_ != nullptr) capture(rte_pktmbuf_mtod(m, const uint8_t *), rte_pktmbuf_data_len(m));
-    rx_one(m, h, now_ns);
+    if (rx_one(m, h, now_ns)) done[nd++] = m;
   }
+  if (nd != 0) rte_pktmbuf_free_bulk(done, nd);
   return static_cast<uint16_t>(total + n);
 }
 

@@ -17,7 +17,6 @@ using transport::WrOpcode;
 namespace {
 
 constexpr uint32_t kSrqDoorbellBit = 0x80000000u;  // Doorbell.qpn of an SRQ: bit | handle
-constexpr uint32_t kMaxSendSlot = 1024;
 constexpr uint32_t kCqBurst = 32;
 constexpr uint32_t kMaxSrqPerSession = 64;
 
@@ -1253,17 +1252,26 @@ void Daemon::fail_wqe(Worker &W, Qp &q, Cq *cq, uint64_t wr_id, WcStatus st, WcO
 
 bool Daemon::drain_sq(Worker &W, Qp &q) noexcept {
   BridgeCounters &ctr_ = W.ctr;  // this worker's share
-  alignas(64) uint8_t slot[kMaxSendSlot];
   transport::SendWr wr;
   const uint32_t ssize = q.sq.slot_size();
   const uint32_t max_sge = (ssize - sizeof(abi::SendWqeHeader)) / sizeof(abi::Sge);
   const uint32_t max_inline = ssize - sizeof(abi::SendWqeHeader);
+  // The WQEs available now (up to the budget) are taken in place and released to the app with
+  // one consume() at the end of the pass: one store to the shared consumer index per pass, not
+  // per WQE.
+  const size_t avail = q.sq.peek(opt_.wqe_budget);
   uint32_t done = 0;
-  while (done < opt_.wqe_budget && q.sq.peek(1) == 1) {
-    // Copy first, validate the private copy only (the app may keep writing the slot).
-    std::memcpy(slot, q.sq.at(0), ssize);
+  bool engine_full = false;
+  while (done < avail) {
+    // Copy first, validate the private copy only (the app may keep writing the slot): the
+    // header here, the SGEs straight into wr.sg_list (checked by the engine from there), and
+    // only as many as the private header says. Inline bytes are payload, never checked: the
+    // engine copies them once, at post time, from the slot itself.
+    const auto *shared = static_cast<const uint8_t *>(q.sq.at(done));
+    // The app wrote these slots on another core: start moving the next one's line here.
+    if (done + 1 < avail) __builtin_prefetch(q.sq.at(done + 1));
     abi::SendWqeHeader h;
-    std::memcpy(&h, slot, sizeof h);
+    std::memcpy(&h, shared, sizeof h);
     bool ok = h.reserved == 0 && h.opcode <= static_cast<uint8_t>(WrOpcode::kSendWithInv) &&
               (h.send_flags & ~uint32_t{0x1f}) == 0;
     WcStatus st = WcStatus::kLocQpOpErr;
@@ -1285,9 +1293,9 @@ bool Daemon::drain_sq(Worker &W, Qp &q) noexcept {
           ok = false;
           st = WcStatus::kLocLenErr;
         } else {
-          // The engine copies inline bytes at post time from sg_list addresses: our copy.
+          // The engine copies inline bytes at post time from sg_list addresses.
           wr.num_sge = h.inline_len ? 1 : 0;
-          wr.sg_list[0].addr = reinterpret_cast<uintptr_t>(slot + sizeof h);
+          wr.sg_list[0].addr = reinterpret_cast<uintptr_t>(shared + sizeof h);
           wr.sg_list[0].length = h.inline_len;
           wr.sg_list[0].lkey = 0;
         }
@@ -1296,13 +1304,24 @@ bool Daemon::drain_sq(Worker &W, Qp &q) noexcept {
         st = WcStatus::kLocLenErr;
       } else {
         wr.num_sge = h.num_sge;
-        std::memcpy(wr.sg_list, slot + sizeof h, h.num_sge * sizeof(abi::Sge));
+        // Element by element: GCC expands the bounded variable-length memcpy into `rep movsq`,
+        // slow for the usual one or two SGEs (doc/perf.md).
+        for (uint32_t i = 0; i < h.num_sge; ++i) {
+          abi::Sge g;
+          std::memcpy(&g, shared + sizeof h + i * sizeof g, sizeof g);
+          wr.sg_list[i].addr = g.addr;
+          wr.sg_list[i].length = g.length;
+          wr.sg_list[i].lkey = g.lkey;
+        }
       }
     }
     if (ok) {
       // On a QP in ERR the engine takes the WQE and flushes it, in order.
       const int rc = W.eng->post_send(q.qpn, wr);
-      if (rc == ENOMEM) return true;  // the engine's queue is full: retry on a later pass
+      if (rc == ENOMEM) {  // the engine's queue is full: retry on a later pass
+        engine_full = true;
+        break;
+      }
       if (rc == 0)
         ++ctr_.send_wqes;
       else
@@ -1310,9 +1329,10 @@ bool Daemon::drain_sq(Worker &W, Qp &q) noexcept {
     }
     if (!ok)
       fail_wqe(W, q, q.scq, h.wr_id, st, wc_opcode_of(static_cast<WrOpcode>(h.opcode)), false);
-    q.sq.consume(1);
     ++done;
   }
+  if (done != 0) q.sq.consume(done);
+  if (engine_full) return true;
   if (q.sq.corrupt()) {
     ++ctr_.corrupt_rings;
     if (!q.err) qp_to_error(W, q);

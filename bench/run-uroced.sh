@@ -5,6 +5,7 @@
 #
 #   bench/run-uroced.sh [--builddir DIR] [--seconds N] [--sizes "2 64"] [--qps N]
 #                       [--tx-depth N] [--cq-mod N] [--runs N] [--no-events] [--idle-sleep US]
+#                       [--profile DIR] [--skip-raw]
 #
 # Per run, on the same two memif ports (A: memif server on lcore 0, B: memif client on lcore
 # 1, the same uroced configuration files, EAL --no-huge -m 256):
@@ -25,6 +26,9 @@
 # the two daemons have the two cores nearly to themselves; --no-events makes it busy-poll.
 # --idle-sleep sets daemon.idle_sleep_us (default 50: a daemon naps only after 1024 idle
 # iterations, never while traffic flows).
+# --profile DIR: `perf record -F 4000 -g` on each daemon during each client run, into
+# DIR/perf-{a,b}-RUN-SIZE.data (perf report -i FILE --no-children --sort symbol).
+# --skip-raw: no raw baseline (for profiling only; the table then has no ratios).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$here/build
@@ -36,6 +40,8 @@ CQMOD=256
 RUNS=1
 EVENTS=-e
 IDLE=50
+PROFILE=""
+SKIPRAW=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --builddir) BUILD=$(cd "$2" && pwd); shift ;;
@@ -47,7 +53,9 @@ while [ $# -gt 0 ]; do
     --runs) RUNS=$2; shift ;;
     --no-events) EVENTS="" ;;
     --idle-sleep) IDLE=$2; shift ;;
-    -h|--help) sed -n '3,27p' "$0"; exit 0 ;;
+    --profile) mkdir -p "$2" && PROFILE=$(cd "$2" && pwd); shift ;;
+    --skip-raw) SKIPRAW=1 ;;
+    -h|--help) sed -n '3,32p' "$0"; exit 0 ;;
     *) echo "run-uroced.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -113,6 +121,7 @@ echo "commit: $(git -C "$here" rev-parse --short HEAD 2>/dev/null)$(git -C "$her
 RESULTS=()
 for run in $(seq "$RUNS"); do
   # --- 1. raw memif baseline
+  if [ "$SKIPRAW" = 0 ]; then
   # The sender runs 4 s longer than the receiver's window and stops by itself; the receiver
   # drains until it stopped.
   rm -f "$WORK/memif.sock"
@@ -141,6 +150,9 @@ for run in $(seq "$RUNS"); do
     'BEGIN { printf "%.0f", (a < b ? a : b) }')
   echo "run $run raw: rx: $rx"
   echo "run $run raw: tx: $tx"
+  else
+    raw_pps=0; raw_cpu=0; raw_share=0
+  fi
 
   # --- 2. uroced A and B, uroce-perf write_bw A -> B
   rm -f "$WORK/memif.sock"
@@ -150,10 +162,20 @@ for run in $(seq "$RUNS"); do
   for size in $SIZES; do
     timeout $((SECS + 120)) "$PERF" write_bw -d "$WORK/b.sock" -p "$PORT" >"$WORK/perf-server.log" 2>&1 &
     SPID=$!
+    PP=()
+    if [ -n "$PROFILE" ]; then
+      for d in a b; do
+        pid=$PA; [ $d = b ] && pid=$PB
+        perf record -q -F 4000 -g -p "$pid" -o "$PROFILE/perf-$d-$run-$size.data" \
+          >"$WORK/perf-rec-$d.log" 2>&1 &
+        PP+=($!)
+      done
+    fi
     ca0=$(cpu_of "$PA"); cb0=$(cpu_of "$PB"); t0=$(date +%s.%N)
     out=$(timeout $((SECS + 120)) "$PERF" write_bw -d "$WORK/a.sock" -p "$PORT" -s "$size" -q "$QPS" \
       -t "$TXD" -Q "$CQMOD" -D "$SECS" $EVENTS 127.0.0.1 2>&1) || die "uroce-perf client failed: $out"
     ca1=$(cpu_of "$PA"); cb1=$(cpu_of "$PB"); t1=$(date +%s.%N)
+    for p in "${PP[@]}"; do kill -INT "$p"; wait "$p"; done
     wait "$SPID" || die "uroce-perf server failed: $(cat "$WORK/perf-server.log")"
     row=$(awk '/#bytes +#iterations/ { getline; print; exit }' <<<"$out")
     echo "run $run uroce-perf write_bw -s $size -q $QPS -t $TXD -Q $CQMOD -D $SECS $EVENTS:$row"

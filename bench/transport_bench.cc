@@ -13,6 +13,11 @@
 //                             the engine's share alone (ACKs are fed back, untimed)
 //   BM_ResponderWrite64       responder CPU per packet: rx (parse, ICRC verify, checks, place
 //                             64 B) of a batch + the poll that sends its one coalesced ACK
+//   BM_ResponderWrite64Tsc/per_frame:N  the same with a real clock (rdtsc, scaled to ns as
+//                             uroced's TscClock): per_frame:1 reads it for every frame
+//                             (Engine::rx(frame, len): uroced before commit cb0d76a),
+//                             per_frame:0 once per burst of 32 (Engine::rx(frame, len, now):
+//                             uroced now); one rx call per frame, no prefetch, as uroced
 //   BM_WireBuildIcrc64        same-run baseline: lib/wire build_frame (headers + 64 B payload
 //                             copy + ICRC) of the same frame, into a reused buffer
 //   BM_WireParseVerify64      same-run baseline: lib/wire parse_frame + ICRC verify of the
@@ -25,6 +30,10 @@
 // burst). The clock is a fixed fake: retransmit timers are armed but never fire.
 #include <benchmark/benchmark.h>
 #include <time.h>
+#include <x86intrin.h>
+
+#include <chrono>
+#include <thread>
 
 #include <cstring>
 #include <memory>
@@ -40,6 +49,25 @@ using namespace uroce::transport;
 struct BenchClock {
   uint64_t t = 1000;
   uint64_t now_ns() const noexcept { return t; }
+};
+
+// rdtsc scaled to ns with a 32.32 factor calibrated once against steady_clock (as
+// port::TscClock, which needs DPDK): the cost of a real clock read per call.
+struct TscBenchClock {
+  uint64_t mult;
+  TscBenchClock() {
+    const auto t0 = std::chrono::steady_clock::now();
+    const uint64_t c0 = __rdtsc();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const uint64_t c1 = __rdtsc();
+    const auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    mult = (static_cast<uint64_t>(ns) << 32) / (c1 - c0);
+  }
+  uint64_t now_ns() const noexcept {
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(__rdtsc()) * mult) >> 32);
+  }
 };
 
 double thread_cpu_s() {
@@ -86,6 +114,27 @@ class RingPort {
     n_ = 0;
     return n;
   }
+  // As uroced's RX loop hands frames to the engine (one Engine::rx per frame, no prefetch):
+  // per_frame, Engine::rx(frame, len), which reads the engine's clock for every frame; else
+  // Engine::rx(frame, len, now) with the clock read once per burst of 32.
+  template <class E, class C>
+  uint32_t drain_to_rx(E &e, const C &clk, bool per_frame) {
+    constexpr uint32_t kBurst = 32;
+    const uint32_t n = n_;
+    for (uint32_t i = 0; i < n; i += kBurst) {
+      const uint32_t k = n - i < kBurst ? n - i : kBurst;
+      if (per_frame) {
+        for (uint32_t j = i; j < i + k; ++j)
+          e.rx(mem_.get() + size_t{j} * kCap, len_[j]);
+      } else {
+        const uint64_t now = clk.now_ns();
+        for (uint32_t j = i; j < i + k; ++j)
+          e.rx(mem_.get() + size_t{j} * kCap, len_[j], now);
+      }
+    }
+    n_ = 0;
+    return n;
+  }
   uint32_t pending() const { return n_; }
 
  private:
@@ -107,13 +156,13 @@ class NullPort {
   uint64_t n_ = 0;
 };
 
-template <class PortA>
+template <class PortA, class Clk = BenchClock>
 struct Pair {
-  using EngA = Engine<PortA, BenchClock>;
-  using EngB = Engine<RingPort, BenchClock>;
+  using EngA = Engine<PortA, Clk>;
+  using EngB = Engine<RingPort, Clk>;
   PortA pa;
   RingPort pb;
-  BenchClock clk;
+  Clk clk;
   std::unique_ptr<EngA> a;
   std::unique_ptr<EngB> b;
   std::vector<uint8_t> ma, mb;
@@ -276,6 +325,25 @@ void BM_ResponderWrite64(benchmark::State &st) {
   set_ns_per_pkt(st);
 }
 BENCHMARK(BM_ResponderWrite64)->UseManualTime();
+
+void BM_ResponderWrite64Tsc(benchmark::State &st) {
+  Pair<RingPort, TscBenchClock> p(1, kBatch);
+  const bool per_frame = st.range(0) != 0;
+  uint64_t id = 0;
+  for (auto _ : st) {
+    p.post_batch(&id);
+    while (p.a->poll()) {
+    }
+    const double t0 = thread_cpu_s();
+    p.pa.drain_to_rx(*p.b, p.clk, per_frame);
+    p.b->poll();
+    st.SetIterationTime(thread_cpu_s() - t0);
+    p.b_to_a();
+    p.reap();
+  }
+  set_ns_per_pkt(st);
+}
+BENCHMARK(BM_ResponderWrite64Tsc)->ArgName("per_frame")->Arg(0)->Arg(1)->UseManualTime();
 
 // The requester's frame of a 64 B RDMA WRITE ONLY, as a PacketDesc (the same fields the engine
 // fills: path, DSCP 0, TTL 64, UDP source port of QPN 0x11, AckReq, RETH).

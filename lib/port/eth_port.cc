@@ -268,7 +268,7 @@ uint32_t EthPort::flush() noexcept {
   });
   c_.tx_packets += d.sent;
   c_.tx_bytes += d.bytes;  // the mbufs now belong to the PMD: the backlog kept the lengths
-  if (d.refused) ++c_.tx_deferred;
+  c_.tx_deferred += d.deferred;
   return d.sent;
 }
 

@@ -55,7 +55,7 @@ struct PortCounters {
   uint64_t tx_bytes = 0;
   uint64_t tx_alloc_fail = 0;        // tx_alloc found the pool empty (back-pressure to the caller)
   uint64_t tx_dropped = 0;           // committed but never sent: freed when the port stopped
-  uint64_t tx_deferred = 0;          // flushes whose frames the TX queue partly refused (kept)
+  uint64_t tx_deferred = 0;          // frames the TX queue refused at least once (kept)
   uint64_t tx_backpressure = 0;      // tx_alloc refused: the TX backlog was full
   uint64_t tx_too_long = 0;          // tx_commit with len > cap (frame freed)
   uint64_t tx_loopback = 0;          // frames to our own MAC handed back to the RX path
@@ -95,7 +95,7 @@ class EthPort {
   void tx_commit(transport::TxBuf b, uint32_t len) noexcept;
   void tx_abort(transport::TxBuf b) noexcept;
   // Offers the TX backlog to the TX queue (rte_eth_tx_burst), oldest first; what it refuses
-  // stays queued for the next flush (counted once per flush in tx_deferred). Returns the
+  // stays queued for the next flush (each frame counted once in tx_deferred). Returns the
   // number of frames the queue took.
   uint32_t flush() noexcept;
   size_t tx_pending() const noexcept { return tx_.size(); }  // frames in the TX backlog

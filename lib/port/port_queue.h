@@ -30,7 +30,7 @@ struct QueueCounters {
   uint64_t tx_bytes = 0;
   uint64_t tx_alloc_fail = 0;
   uint64_t tx_dropped = 0;       // committed but never sent: dropped when the lcore stopped
-  uint64_t tx_deferred = 0;      // flushes whose frames the TX queue partly refused (kept)
+  uint64_t tx_deferred = 0;      // frames the TX queue refused at least once (kept)
   uint64_t tx_backpressure = 0;  // tx_alloc refused: the TX backlog was full
   uint64_t tx_too_long = 0;
   uint64_t tx_loopback = 0;       // frames to our own MAC returned by rx()
@@ -105,7 +105,7 @@ class PortQueue {
     if (b.handle != nullptr) rte_pktmbuf_free(static_cast<rte_mbuf *>(b.handle));
   }
   // Offers the TX backlog to the queue, oldest first; what it refuses stays queued for the
-  // next flush (counted once per flush in tx_deferred). Returns the number of frames sent.
+  // next flush (each frame counted once in tx_deferred). Returns the number of frames sent.
   uint32_t flush() noexcept {
     if (tx_.empty()) return 0;
     const TxDrained d = tx_.drain([this](rte_mbuf **pkts, uint16_t n) {
@@ -113,7 +113,7 @@ class PortQueue {
     });
     c_.tx_packets += d.sent;
     c_.tx_bytes += d.bytes;
-    if (d.refused) ++c_.tx_deferred;
+    c_.tx_deferred += d.deferred;
     return d.sent;
   }
   // Teardown (the lcore stops): frees the frames still queued, counted in tx_dropped.

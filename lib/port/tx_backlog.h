@@ -19,9 +19,10 @@ namespace uroce::port {
 
 // What one drain did.
 struct TxDrained {
-  uint32_t sent = 0;     // frames the ring took (they left the backlog)
-  uint64_t bytes = 0;    // their lengths, summed
-  bool refused = false;  // the ring refused some: they are still queued
+  uint32_t sent = 0;      // frames the ring took (they left the backlog)
+  uint64_t bytes = 0;     // their lengths, summed
+  bool refused = false;   // the ring refused some: they are still queued
+  uint32_t deferred = 0;  // of those, the frames refused for the first time (each counts once)
 };
 
 // A FIFO of committed frames (rte_mbuf pointers in the ports). N: a power of two.
@@ -70,6 +71,9 @@ class TxBacklog {
       head_ += k;
       if (k < n) {
         d.refused = true;
+        if (deferred_to_ < head_) deferred_to_ = head_;
+        d.deferred = static_cast<uint32_t>(tail_ - deferred_to_);
+        deferred_to_ = tail_;
         break;
       }
     }
@@ -88,8 +92,9 @@ class TxBacklog {
   }
 
  private:
-  uint64_t head_ = 0;  // oldest frame
-  uint64_t tail_ = 0;  // next free slot
+  uint64_t head_ = 0;         // oldest frame
+  uint64_t tail_ = 0;         // next free slot
+  uint64_t deferred_to_ = 0;  // frames before this index were already counted as deferred
   size_t fresh_ = 0;
   T *slots_[N] = {};
   uint32_t lens_[N] = {};

@@ -43,7 +43,7 @@ TEST(TxBacklog, RefusedFramesAreRetriedFirstInOrder) {
   FakeRing ring{10, {}, {}, 0};
   std::vector<Frame> frames(1000);
   uint32_t next = 0;
-  uint64_t sent = 0, bytes = 0, refusals = 0;
+  uint64_t sent = 0, bytes = 0, refusals = 0, deferred = 0;
   auto burst = [&ring](Frame **p, uint16_t n) { return ring.burst(p, n); };
   // Commit in uneven rounds, drain after each, let the ring empty slower than we commit.
   for (int round = 0; next < frames.size() || !b.empty(); ++round) {
@@ -57,6 +57,7 @@ TEST(TxBacklog, RefusedFramesAreRetriedFirstInOrder) {
     sent += d.sent;
     bytes += d.bytes;
     refusals += d.refused;
+    deferred += d.deferred;
     EXPECT_EQ(d.refused, !b.empty());
     ring.transmit(round % 3 == 0 ? 2 : 5);
   }
@@ -70,6 +71,10 @@ TEST(TxBacklog, RefusedFramesAreRetriedFirstInOrder) {
     want_bytes += 100 + i;
   EXPECT_EQ(bytes, want_bytes);
   EXPECT_GT(refusals, 0u);  // the ring did refuse: the retry path ran
+  // Each frame refused counts once however often it was offered: at most one per frame, and
+  // fewer than the refusal episodes times the backlog.
+  EXPECT_GT(deferred, 0u);
+  EXPECT_LE(deferred, frames.size());
 }
 
 TEST(TxBacklog, FullRefusesAndWrapsAround) {
@@ -94,6 +99,7 @@ TEST(TxBacklog, FullRefusesAndWrapsAround) {
   TxDrained d = b.drain(take3);
   EXPECT_EQ(d.sent, 3u);
   EXPECT_TRUE(d.refused);
+  EXPECT_EQ(d.deferred, 5u);
   EXPECT_EQ(b.fresh(), 0u);
   for (uint32_t i = 8; i < 11; ++i)
     ASSERT_TRUE(b.push(&f[i], 1));  // these wrap around the array's end
@@ -130,6 +136,12 @@ TEST(TxBacklog, DrainOfARefusingRingKeepsEverything) {
   EXPECT_EQ(d.sent, 0u);
   EXPECT_EQ(d.bytes, 0u);
   EXPECT_TRUE(d.refused);
+  EXPECT_EQ(d.deferred, 5u);
+  EXPECT_EQ(b.size(), 5u);
+  // Refused again: still kept, but not deferred a second time (each frame counts once).
+  const TxDrained again = b.drain([](Frame **, uint16_t) { return uint16_t{0}; });
+  EXPECT_TRUE(again.refused);
+  EXPECT_EQ(again.deferred, 0u);
   EXPECT_EQ(b.size(), 5u);
   // Only discard() lets go of them, oldest first.
   std::vector<Frame *> freed;

@@ -40,6 +40,7 @@ if [ $# -ne 6 ] && [ $# -ne 7 ]; then
   exit 2
 fi
 UROCED=$1 PCAP_CHECK=$2 STAT=$3 PEER=$4 CHECK_CAPTURE=$5 RIG=$6 SHIM=${7:-}
+TCG_WRAP=$(cd "$(dirname "$0")/tcg-barriers" && pwd)
 PT_BW_ITERS=${UROCE_INTEROP_PT_BW_ITERS:-100}
 PT_LAT_ITERS=${UROCE_INTEROP_PT_LAT_ITERS:-100}
 CACHE=${UROCE_INTEROP_CACHE:-/tmp/uroce-interop-cache}
@@ -323,7 +324,9 @@ EOF
   grep -q "Capturing on" "$WORK/$name-tshark.log" || fail "$name: tshark did not start capturing"
 
   guest_script "$pmtu" $runs >"$WORK/$name-guest.sh"
-  "$RIG/boot-guest.sh" -k "$CACHE" -n "$NS" -t rigtap0 -i "$GUEST_IP/24" -m "$mtu" \
+  # qemu through tcg-barriers/: TCG keeps the guest's memory barriers (qemu < 8.1 drops them
+  # with one CPU, and the guest's NIC can then stop transmitting for good: doc/interop.md).
+  PATH="$TCG_WRAP:$PATH" "$RIG/boot-guest.sh" -k "$CACHE" -n "$NS" -t rigtap0 -i "$GUEST_IP/24" -m "$mtu" \
     -s "$WORK/$name-guest.sh" -T "$(bounded 600)" >"$WORK/$name-guest.log" 2>&1 &
   GPID=$!
 

@@ -188,6 +188,7 @@ run() { echo "== \$*"; "\$@"; r=\$?; echo "== exit \$r: \$*"; [ \$r = 0 ] || st=
 # ARP exchange can take longer: resolve it first (uroced answers ARP, not ICMP echo).
 ping -c 3 -W 2 $UROCE_IP >/dev/null 2>&1
 ip neigh show $UROCE_IP
+echo "possible CPUs: \$(cat /sys/devices/system/cpu/possible)"
 EOF
   for run in "$@"; do
     local cmd
@@ -381,6 +382,9 @@ EOF
     fail "$name: guest script exit $grc"
     grep -E '^== |Failed|Couldn|error' "$WORK/$name-guest.log" | head -30
   fi
+  # tcg-barriers/ in effect (-smp 1,maxcpus=2): without it the guest's NIC can stall for good.
+  grep -q '^possible CPUs: 0-1' "$WORK/$name-guest.log" ||
+    fail "$name: the guest's qemu did not get -smp 1,maxcpus=2 from tcg-barriers/ (doc/interop.md)"
 
   # rxe drops frames it rejects without a counter: every UDP datagram the guest delivered
   # must have been accepted by rxe (rcvd_pkts).

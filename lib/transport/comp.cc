@@ -69,12 +69,27 @@ void EngineCore::completer_rx(Qp &qp, const wire::ParsedPacket &p) noexcept {
   }
   const uint32_t psn = p.bth()->psn();
   const uint8_t opc = p.bth()->opcode();
-  // Only PSNs in the outstanding window [comp_psn - 1, req_psn) mean anything.
-  if (psn_diff(psn, qp.req_psn) >= 0 || psn_diff(psn, qp.comp_psn) < -1) {
+  // Only PSNs in the outstanding window [comp_psn - 1, sent_psn) mean anything. sent_psn, not
+  // req_psn: after a go-back-N rewind, responses to the first transmission are still on the
+  // way (a late ACK after the local ACK timeout, a second NAK), and they are valid responses.
+  if (psn_diff(psn, qp.sent_psn) >= 0 || psn_diff(psn, qp.comp_psn) < -1) {
     ++ctr_.drops[static_cast<size_t>(DropReason::kBadResponse)];
     return;
   }
   const uint8_t syn = (p.op->mask & wire::kMaskAeth) ? p.aeth()->syndrome() : 0;
+  if (psn_diff(psn, qp.req_psn) >= 0) {
+    // The requester has not resent up to this PSN yet. An ACK says every PSN up to it arrived,
+    // a NAK every PSN before it: skip the requester past those, then handle the response as
+    // usual. Anything else (a read response, an atomic ACK) the resent request will answer
+    // again: drop this one.
+    const bool ack = opc == wire::op::kRcAck && aeth::kind(syn) == aeth::Kind::kAck;
+    const bool nak = opc == wire::op::kRcAck && (aeth::kind(syn) == aeth::Kind::kNak ||
+                                                 aeth::kind(syn) == aeth::Kind::kRnrNak);
+    if (!(ack || nak) || !req_skip_to(qp, ack ? wire::psn_add(psn, 1) : psn)) {
+      ++ctr_.drops[static_cast<size_t>(DropReason::kDuplicate)];
+      return;
+    }
+  }
   if ((p.op->mask & wire::kMaskAeth) && aeth::kind(syn) == aeth::Kind::kAck)
     qp.peer_credits = aeth::value(syn);
 
@@ -312,6 +327,50 @@ void EngineCore::req_rewind(Qp &qp) noexcept {
   qp.noack_pkts = 0;
   wheel_.cancel(&qp.retrans_timer);
   if (qp.state == QpState::kRts || qp.state == QpState::kSqd) activate(qp);
+}
+
+bool EngineCore::req_skip_to(Qp &qp, uint32_t target) noexcept {
+  // Every WQE between req_idx and target was sent before the rewind, so its PSN range is the
+  // one the requester gives it again: a WQE not started yet begins at req_psn. First check
+  // that only SENDs / WRITEs are in the way, then move.
+  for (int pass = 0; pass < 2; ++pass) {
+    uint32_t idx = qp.req_idx;
+    uint32_t rpsn = qp.req_psn;
+    while (psn_diff(target, rpsn) > 0) {
+      if (idx == qp.sq.head()) return false;  // beyond what was posted: cannot be
+      SendWqe &w = qp.sq.at(idx);
+      if (is_rd_atomic(w.opcode)) return false;
+      uint32_t first = w.first_psn, last = w.last_psn;
+      if (w.next_off == 0 && w.state == WqeState::kPosted) {
+        const uint32_t npk = w.length ? ((w.length - 1) >> qp.mtu_shift) + 1 : 1;
+        first = rpsn;
+        last = wire::psn_add(rpsn, npk - 1);
+      }
+      if (psn_diff(target, last) > 0) {  // all of it
+        rpsn = wire::psn_add(last, 1);
+        if (pass == 1) {
+          w.first_psn = first;
+          w.last_psn = last;
+          w.next_off = w.length;
+          w.state = WqeState::kSent;
+          qp.req_idx = idx + 1;
+          qp.req_psn = rpsn;
+        }
+        ++idx;
+      } else {  // up to target - 1
+        rpsn = target;
+        if (pass == 1) {
+          uint32_t off = static_cast<uint32_t>(psn_diff(target, first)) << qp.mtu_shift;
+          w.first_psn = first;
+          w.last_psn = last;
+          w.next_off = off < w.length ? off : w.length;
+          w.state = WqeState::kSending;
+          qp.req_psn = rpsn;
+        }
+      }
+    }
+  }
+  return true;
 }
 
 void EngineCore::retransmit_timeout(Qp &qp) noexcept {

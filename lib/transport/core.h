@@ -266,6 +266,9 @@ class EngineCore {
   void rnr_timer_expired(Qp &qp) noexcept;
   // Go-back-N: the requester resends from comp_psn.
   void req_rewind(Qp &qp) noexcept;
+  // After a go-back-N, a response for packets not resent yet: move the requester past the PSNs
+  // before `target` as if resent. False (nothing changed) when a READ / atomic is in the way.
+  bool req_skip_to(Qp &qp, uint32_t target) noexcept;
   void arm_retransmit(Qp &qp) noexcept;
   bool progress_made(Qp &qp, uint32_t old_comp_psn) noexcept;
 

@@ -161,7 +161,7 @@ int EngineCore::modify_qp(uint32_t qpn, const QpAttr &attr, uint32_t mask) noexc
   }
   if (mask & kQpSqPsn) {
     q.sq_psn = attr.sq_psn & wire::kPsnMask;
-    q.req_psn = q.comp_psn = q.sq_psn;
+    q.req_psn = q.comp_psn = q.sent_psn = q.sq_psn;
   }
 
   if (!(mask & kQpState) || next == q.state) {

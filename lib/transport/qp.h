@@ -87,6 +87,7 @@ struct alignas(64) Qp {
 
   // requester
   uint32_t req_psn = 0;        // PSN of the next new request packet
+  uint32_t sent_psn = 0;       // one past the highest PSN sent (a go-back-N does not lower it)
   uint32_t req_idx = 0;        // SQ counter of the WQE being transmitted
   uint32_t rd_atomic_out = 0;  // READ / atomic WQEs started and not completed
   uint32_t noack_pkts = 0;     // packets since the last AckReq

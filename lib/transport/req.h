@@ -275,6 +275,7 @@ uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_fu
           qp.req_psn = wire::psn_add(qp.req_psn, 1);
           w->next_off = off + plen;
         }
+        if (wire::psn_diff(qp.req_psn, qp.sent_psn) > 0) qp.sent_psn = qp.req_psn;
         if (last) {
           w->state = WqeState::kSent;
           ++qp.req_idx;

@@ -343,6 +343,60 @@ TEST_F(ErrTest, ResponderWithoutReadResourcesRejectsRead) {
   EXPECT_EQ(wc[0].status, WcStatus::kRemInvReqErr);
 }
 
+// The interop loss scenario (doc/interop.md): the requester's local ACK timer fires, it goes
+// back N and resends, and only then does the responder's ACK for the first transmission
+// arrive, its PSN beyond the rewound requester's. That ACK is valid: it completes the message
+// and the rest is not sent again. uroce used to drop it as a response matching nothing
+// (drop.bad_response, which the interop check counts as a failure) and resend everything.
+// The 20-packet SEND (20000 bytes, path MTU 1024, as in the interop run) starts at PSN
+// 0xfffff8, so its range wraps through 2^24.
+TEST_F(ErrTest, AckArrivingAfterTheRewindCompletesTheMessageBeingResent) {
+  RcParams p;
+  p.psn_a = 0xFFFFF8;
+  connect(p);
+  fill_pattern(a.at(0), 20000, 3);
+  ASSERT_EQ(net->e(1).post_recv(qb, make_recv(7, b, 0, 20000)), 0);
+  std::vector<uint8_t> held;  // the responder's ACK, taken off the link
+  test::Faults f;
+  f.filter = [&](const uint8_t *fr, uint32_t len) {
+    if (held.empty() && opcode_of(fr, len) == wire::op::kRcAck) {
+      held.assign(fr, fr + len);
+      return test::Action::kDrop;
+    }
+    return test::Action::kPass;
+  };
+  net->link.set_faults(*net->node(1).ep, *net->node(0).ep, f);
+  ASSERT_EQ(net->e(0).post_send(qa, make_wr(1, WrOpcode::kSend, a, 0, 20000)), 0);
+  Endpoint &ep0 = *net->node(0).ep;
+  // The first transmission, the timeout, and the first poll of the resend (tx_budget packets).
+  ASSERT_TRUE(net->run_until([&] { return ep0.tx_frames() > 20; }));
+  ASSERT_FALSE(held.empty());
+  const uint64_t sent = ep0.tx_frames();
+  ASSERT_LT(sent, 40u) << "the resend must still be under way";
+  net->e(0).rx(held.data(), static_cast<uint32_t>(held.size()));
+  std::vector<Wc> wa, wb;
+  ASSERT_TRUE(net->wait_wc(0, wa, 1));
+  ASSERT_TRUE(net->wait_wc(1, wb, 1));
+  net->settle();
+  EXPECT_EQ(wa[0].status, WcStatus::kSuccess) << wc_status_str(wa[0].status);
+  EXPECT_EQ(wb[0].status, WcStatus::kSuccess) << wc_status_str(wb[0].status);
+  EXPECT_EQ(wb[0].byte_len, 20000u);
+  EXPECT_EQ(std::memcmp(a.at(0), b.at(0), 20000), 0);
+  EXPECT_EQ(net->e(0).counters().drop(DropReason::kBadResponse), 0u);
+  EXPECT_EQ(net->e(0).counters().drop(DropReason::kDuplicate), 0u);
+  EXPECT_EQ(net->e(0).qp_counters(qa)->retransmits, 1u);
+  EXPECT_EQ(ep0.tx_frames(), sent) << "packets the late ACK covered were sent again";
+  QpAttr at;
+  ASSERT_EQ(net->e(0).query_qp(qa, &at, nullptr), 0);
+  EXPECT_EQ(at.sq_psn, (0xFFFFF8u + 20) & 0xFFFFFF);
+  // The QP goes on: a second message completes normally.
+  ASSERT_EQ(net->e(1).post_recv(qb, make_recv(8, b, 0, 4096)), 0);
+  ASSERT_EQ(net->e(0).post_send(qa, make_wr(2, WrOpcode::kSend, a, 0, 4096)), 0);
+  wa.clear();
+  ASSERT_TRUE(net->wait_wc(0, wa, 1));
+  EXPECT_EQ(wa[0].status, WcStatus::kSuccess);
+}
+
 TEST_F(ErrTest, PsnWrapsAt2To24) {
   UROCE_SEED(seed, 24);
   RcParams p;

@@ -531,7 +531,7 @@ int Daemon::do_query_device(Reply &r) {
   d.max_mr = c.max_mr;
   d.max_pd = c.max_pd;
   d.max_qp_rd_atom = transport::kMaxRdAtomic;
-  d.max_qp_init_rd_atom = transport::kMaxRdAtomic;
+  d.max_qp_init_rd_atom = transport::kMaxInitRdAtomic;
   d.max_srq = c.max_srq;
   d.max_srq_wr = transport::kMaxWr;
   d.max_srq_sge = 31;  // the largest receive slot class

@@ -117,7 +117,7 @@ int qp_check_modify(QpType type, QpState cur, const QpAttr &attr, uint32_t mask,
   if ((mask & kQpPkeyIndex) && attr.pkey_index != 0) return EINVAL;
   if ((mask & kQpAccessFlags) && (attr.qp_access_flags & ~kAccessAllowed)) return EINVAL;
   if ((mask & kQpPathMtu) && !mtu_valid(attr.path_mtu)) return EINVAL;
-  if ((mask & kQpMaxQpRdAtomic) && attr.max_rd_atomic > kMaxRdAtomic) return EINVAL;
+  if ((mask & kQpMaxQpRdAtomic) && attr.max_rd_atomic > kMaxInitRdAtomic) return EINVAL;
   if ((mask & kQpMaxDestRdAtomic) && attr.max_dest_rd_atomic > kMaxRdAtomic) return EINVAL;
   if ((mask & kQpTimeout) && attr.timeout > 31) return EINVAL;
   if ((mask & kQpRetryCnt) && attr.retry_cnt > 7) return EINVAL;

@@ -190,7 +190,12 @@ enum class AsyncEvent : uint32_t {
 inline constexpr uint32_t kMaxSge = 32;            // per WR, send and receive
 inline constexpr uint32_t kMaxInline = 512;        // bytes of inline data per send WR
 inline constexpr uint32_t kMaxMsgSize = 1u << 31;  // IBTA: 2^31 bytes
-inline constexpr uint32_t kMaxRdAtomic = 16;       // max_qp_rd_atom / max_qp_init_rd_atom
+// RDMA READ / atomic depth. As responder a QP keeps kMaxRdAtomic responder resources
+// (max_dest_rd_atomic, the device's max_qp_rd_atom). As requester it only counts the READ /
+// atomic WQEs in flight, so max_rd_atomic (max_qp_init_rd_atom) can follow a peer with more
+// responder resources, as Linux rxe (128).
+inline constexpr uint32_t kMaxRdAtomic = 16;       // max_qp_rd_atom, max_dest_rd_atomic
+inline constexpr uint32_t kMaxInitRdAtomic = 128;  // max_qp_init_rd_atom, max_rd_atomic
 inline constexpr uint32_t kMaxWr = 1u << 14;       // per work queue
 inline constexpr uint32_t kGrhSize = 40;           // UD receive buffers start with a GRH
 inline constexpr uint32_t kDefaultQkeyMsbMask = 0x80000000u;

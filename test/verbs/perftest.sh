@@ -9,7 +9,13 @@
 #   - event mode (-e: completion channel + ibv_get_cq_event) for send_bw, read_bw, send_lat
 #     (perftest refuses -e with RDMA WRITE);
 #   - both atomics (fetch&add and compare&swap, the latter on 2 QPs);
-#   - the latency tests at 2 B and 4 KB.
+#   - the latency tests at 2 B and 4 KB;
+#   - against a peer with more READ / atomic responder resources than ours (Linux rxe reports
+#     max_qp_rd_atom 128): perftest 4.5 moves its QP to RTS with max_rd_atomic = the peer's
+#     advertised out_reads. perftest_outreads_proxy.py relays the out-of-band exchange and
+#     rewrites each side's out_reads to 128; ib_read_lat, ib_atomic_lat (one READ / atomic in
+#     flight) and ib_read_bw / ib_atomic_bw with -t 16 (at most 16 in flight, our responder's
+#     max_dest_rd_atomic) must then pass.
 # Each run must exit 0 on both sides, print no error text, and the client (and, where perftest
 # prints one, the server) must print its result table with one row per expected size, the
 # expected iteration count and a non-zero bandwidth / latency.
@@ -20,7 +26,7 @@ set -uo pipefail
 UROCED=${1:?usage: $0 UROCED SHIM_DIR}
 SHIM=${2:?usage: $0 UROCED SHIM_DIR}
 for t in ib_write_bw ib_write_lat ib_read_bw ib_read_lat ib_send_bw ib_send_lat ib_atomic_bw \
-         ib_atomic_lat ibv_devinfo timeout ss; do
+         ib_atomic_lat ibv_devinfo timeout ss python3; do
   command -v $t >/dev/null || { echo "FAIL: '$t' not found (scripts/install-deps.sh installs it)"; exit 1; }
 done
 NAME=perftest
@@ -68,6 +74,9 @@ stats() {
     grep -vE ' 0$'
 }
 PORT=$((30000 + (ID % 20000)))
+PROXY=$(dirname "$0")/perftest_outreads_proxy.py
+OUT_READS=""  # set: the client reaches the server through the proxy, which claims OUT_READS
+PID_P=""
 # perftest KIND ITERS "SIZES" SERVER_TABLE TOOL ARGS...: one server/client run. SERVER_TABLE:
 # what the server prints: "all" (ib_send_bw: the same table as the client), "last" (ib_write_bw,
 # ib_read_bw, ib_atomic_bw: the row of the last size only), "none" (latency tests).
@@ -86,9 +95,26 @@ perftest() {
     sleep 0.1
   done
   local rc_c=1 rc_s
+  local cport=$PORT rc_p=0
+  if [ $up -eq 1 ] && [ -n "$OUT_READS" ]; then
+    cport=$((PORT + 100))
+    rm -f "$WORK/proxy.log"
+    timeout 115 python3 "$PROXY" "$cport" "$PORT" "$OUT_READS" >"$WORK/proxy.log" 2>&1 &
+    PID_P=$!
+    up=0
+    for _ in $(seq 100); do
+      grep -q listening "$WORK/proxy.log" 2>/dev/null && { up=1; break; }
+      kill -0 "$PID_P" 2>/dev/null || break
+      sleep 0.1
+    done
+  fi
   if [ $up -eq 1 ]; then
-    on "$SOCK_A" timeout 120 "$tool" -d uroce0 -x 1 "${QP_ARGS[@]}" -p "$PORT" "$@" 127.0.0.1 >"$WORK/client.log" 2>&1
+    on "$SOCK_A" timeout 120 "$tool" -d uroce0 -x 1 "${QP_ARGS[@]}" -p "$cport" "$@" 127.0.0.1 >"$WORK/client.log" 2>&1
     rc_c=$?
+  fi
+  if [ -n "$PID_P" ]; then
+    wait "$PID_P"; rc_p=$?
+    PID_P=""
   fi
   wait "$PID_S"; rc_s=$?
   PID_S=""
@@ -96,6 +122,11 @@ perftest() {
   [ $up -eq 1 ] || why="server never listened; "
   [ $rc_c -eq 0 ] || why+="client exit $rc_c; "
   [ $rc_s -eq 0 ] || why+="server exit $rc_s; "
+  if [ -n "$OUT_READS" ]; then
+    # Each side's key record (one per QP) rewritten: both sides were told OUT_READS.
+    grep -qE "^rewritten ([2-9]|[1-9][0-9]+)$" "$WORK/proxy.log" && [ $rc_p -eq 0 ] ||
+      why+="proxy: exit $rc_p, $(tr '\n' ' ' <"$WORK/proxy.log"); "
+  fi
   if grep -qiE "couldn't|failed|error|unable|not supported|invalid" "$WORK/client.log" "$WORK/server.log"; then
     why+="error text; "
   fi
@@ -140,6 +171,14 @@ perftest lat 200 "2" none ib_send_lat -n 200
 perftest lat 200 "2" none ib_send_lat -n 200 -e
 perftest lat 200 "8" none ib_atomic_lat -n 200
 perftest lat 200 "8" none ib_atomic_lat -n 200 -A CMP_AND_SWAP
+# A peer advertising 128 outstanding READs / atomics (rxe's max_qp_rd_atom): both sides move
+# their QPs to RTS with max_rd_atomic 128 (was EINVAL: "Failed to modify QP to RTS").
+OUT_READS=128
+perftest lat 200 "2" none ib_read_lat -n 200
+perftest lat 200 "8" none ib_atomic_lat -n 200
+perftest bw 200 "65536" last ib_read_bw -n 200 -t 16
+perftest bw 200 "8" last ib_atomic_bw -n 200 -t 16
+OUT_READS=""
 echo "perftest runs took $((SECONDS - START)) s"
 echo "daemon counters (non-zero; losses would show as retransmits / timeouts / tx_dropped):"
 stats "$SOCK_A" | sed 's/^/  uroced A: /'

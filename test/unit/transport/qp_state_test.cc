@@ -99,11 +99,20 @@ TEST_F(QpStateTest, IllegalTransitionsAndValues) {
   bad = attr(QpState::kRts);
   bad.timeout = 32;
   EXPECT_EQ(net.e(0).modify_qp(q, bad, kRcRts), EINVAL);
+  // The initiator depth may exceed our responder resources (up to max_qp_init_rd_atom, 128, what
+  // perftest takes from an rxe peer), not beyond.
+  bad = attr(QpState::kRts);
+  bad.max_rd_atomic = static_cast<uint8_t>(kMaxInitRdAtomic + 1);
+  EXPECT_EQ(net.e(0).modify_qp(q, bad, kRcRts), EINVAL);
   bad = attr(QpState::kRts);
   bad.cur_qp_state = QpState::kInit;  // wrong current state
   EXPECT_EQ(net.e(0).modify_qp(q, bad, kRcRts | kQpCurState), EINVAL);
   bad.cur_qp_state = QpState::kRtr;
+  bad.max_rd_atomic = static_cast<uint8_t>(kMaxInitRdAtomic);
   ASSERT_EQ(net.e(0).modify_qp(q, bad, kRcRts | kQpCurState), 0);
+  QpAttr got;
+  ASSERT_EQ(net.e(0).query_qp(q, &got, nullptr), 0);
+  EXPECT_EQ(got.max_rd_atomic, kMaxInitRdAtomic);
   // RTS -> SQD -> RTS, RTS -> RTS with an optional attribute, any -> RESET
   EXPECT_EQ(net.e(0).modify_qp(q, attr(QpState::kRts), kQpState | kQpMinRnrTimer), 0);
   EXPECT_EQ(net.e(0).modify_qp(q, attr(QpState::kRts), kQpState | kQpPathMtu), EINVAL);

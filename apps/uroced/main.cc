@@ -222,12 +222,14 @@ struct Loop {
   static constexpr uint64_t kTimerNs = 1'000'000;  // ARP/ND timers every millisecond
 
   unsigned step() noexcept {
-    const uint64_t now = clock.now_ns();
-    last_now = now;
     unsigned work = 0;
     // The apps' rings first: a receive posted before a request was sent is in the engine
     // before that request's packet can be taken from the RX queue below.
     if (daemon != nullptr) work += daemon->bridge_in();
+    // One clock read for the RX burst, taken after the bridge so that timers armed by the
+    // frames start from when the burst is handled; poll() reads its own.
+    const uint64_t now = clock.now_ns();
+    last_now = now;
     auto to_engine = [this, now](rte_mbuf *m, const uint8_t *f, uint32_t len) noexcept {
       if (ho != nullptr) {
         const uint32_t o = qpn_owner(frame_dest_qpn(f, len), ho->workers());
@@ -267,7 +269,7 @@ struct Loop {
       }
     }
     if (now >= next_timer) next_timer = now + kTimerNs;
-    work += engine.poll(now);
+    work += engine.poll();
     if (daemon != nullptr) work += daemon->bridge_out();
     for (auto &p : ports)
       p->flush();
@@ -293,9 +295,9 @@ struct WorkerLoop {
   LaneCounters lc;
 
   unsigned step() noexcept {
-    const uint64_t now = clock->now_ns();  // one clock read per iteration (rx and poll)
     unsigned work = daemon->serve_commands(id);
     work += daemon->bridge_in(id);
+    const uint64_t now = clock->now_ns();  // one clock read for the RX burst (poll reads its own)
     const unsigned nw = ho->workers();
     rte_mbuf *pkts[port::PortQueue::kBurst];
     const uint16_t n = q->rx(pkts);
@@ -340,7 +342,7 @@ struct WorkerLoop {
       lc.handoff_in += k;
       work += static_cast<unsigned>(k);
     }
-    work += engine->poll(now);
+    work += engine->poll();
     work += daemon->bridge_out(id);
     q->flush();
     return work;

@@ -1162,6 +1162,8 @@ void Daemon::snapshot_stats() {
       add_stat(v, q + "ce_seen", c->ce_seen);
       add_stat(v, q + "cnp_sent", c->cnp_sent);
       add_stat(v, q + "cnp_rcvd", c->cnp_rcvd);
+      add_stat(v, q + "window_cuts", c->window_cuts);
+      add_stat(v, q + "window_restores", c->window_restores);
     }
   }
   stats_ = std::move(v);

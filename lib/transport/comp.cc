@@ -51,6 +51,37 @@ constexpr WcStatus nak_status(uint8_t code) noexcept {
   }
 }
 
+// A loss (local ACK timeout, sequence NAK, implied NAK) while `in_flight` PSNs were
+// outstanding: from now on at most `min_window` PSNs in flight (doc/transport.md, "Loss
+// window"). The level to grow back to is what was in flight at the first loss; a loss inside
+// the window starts it again from min_window with the same target.
+void loss_window_cut(Qp &qp, uint32_t min_window) noexcept {
+  if (min_window == 0) return;
+  if (qp.window != 0 && qp.retry_started) {
+    // The window brought no progress since the last rewind (the peer's ACKs can point past PSNs
+    // it holds back, e.g. beyond a READ that must be resent first): resend everything again,
+    // as without the window.
+    qp.window = qp.window_target = 0;
+    return;
+  }
+  const uint32_t in_flight = static_cast<uint32_t>(psn_diff(qp.req_psn, qp.comp_psn));
+  if (qp.window == 0) {
+    if (in_flight <= min_window) return;  // a window would not limit anything
+    qp.window_target = in_flight;
+  }
+  qp.window = min_window;
+  ++qp.stats.window_cuts;
+}
+
+// An ACK advanced comp_psn: one more PSN in flight; at the old level the limit is lifted.
+void loss_window_grow(Qp &qp) noexcept {
+  if (qp.window == 0) return;
+  if (++qp.window >= qp.window_target) {
+    qp.window = qp.window_target = 0;
+    ++qp.stats.window_restores;
+  }
+}
+
 }  // namespace
 
 bool EngineCore::progress_made(Qp &qp, uint32_t old_comp_psn) noexcept {
@@ -257,6 +288,7 @@ void EngineCore::completer_rx(Qp &qp, const wire::ParsedPacket &p) noexcept {
           break;
         }
         --qp.retry_left;
+        loss_window_cut(qp, cfg_.loss_window);
         req_rewind(qp);
         qp.retry_started = true;
         st = CompState::kDone;
@@ -289,6 +321,8 @@ void EngineCore::completer_rx(Qp &qp, const wire::ParsedPacket &p) noexcept {
   }
   // Local ACK timer: restart on progress, stop when nothing is outstanding.
   if (psn_diff(qp.comp_psn, old_comp) > 0) {
+    // An ACK that advanced (not the NAK that just cut the window and rewound).
+    if (!qp.retry_started) loss_window_grow(qp);
     if (psn_diff(qp.req_psn, qp.comp_psn) > 0 && !qp.rnr_wait)
       arm_retransmit(qp);
     else
@@ -386,6 +420,7 @@ void EngineCore::retransmit_timeout(Qp &qp) noexcept {
     return;
   }
   --qp.retry_left;
+  loss_window_cut(qp, cfg_.loss_window);
   req_rewind(qp);
   qp.retry_started = true;
 }

@@ -49,6 +49,7 @@ struct EngineConfig {
   uint32_t tx_budget = 16;            // packets a QP may send per poll (fairness)
   uint32_t max_inflight_psn = 256;    // requester window: unacknowledged PSNs
   uint32_t ack_req_every = 64;        // set AckReq at least every N packets of a long message
+  uint32_t loss_window = 8;           // RC PSNs in flight right after a loss (0: no loss window)
   uint64_t timer_tick_ns = 1024;
   CcHooks hooks;
 };

@@ -182,6 +182,7 @@ int EngineCore::modify_qp(uint32_t qpn, const QpAttr &attr, uint32_t mask) noexc
       q.rd_atomic_out = 0;
       q.noack_pkts = 0;
       q.rnr_wait = false;
+      q.window = q.window_target = 0;
       q.resp_in_msg = q.resp_nak_sent = q.resp_drop_msg = q.resp_has_wqe = false;
       q.resp_msn = 0;
       q.res_head = 0;

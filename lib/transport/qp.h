@@ -53,6 +53,8 @@ struct QpCounters {
   uint64_t rnr_naks_sent = 0, rnr_naks_rcvd = 0;
   uint64_t dup_requests = 0;
   uint64_t ce_seen = 0, cnp_sent = 0, cnp_rcvd = 0;
+  uint64_t window_cuts = 0;      // losses that limited the PSNs in flight to the loss window
+  uint64_t window_restores = 0;  // the window grew back to its old level: no limit again
 };
 
 // Field order is a cache layout (doc/transport.md, "Memory per QP"): what every packet of a
@@ -97,6 +99,10 @@ struct alignas(64) Qp {
   uint8_t retry_left = 0, rnr_left = 0;
   uint8_t peer_credits = aeth::kCreditsUnlimited;
   bool retry_started = false;  // a go-back-N is under way and no progress was seen since
+  // Loss window (doc/transport.md): after a timeout or a NAK, at most `window` PSNs in flight,
+  // one more per ACK that advances, until `window_target` (the level that was lost) is reached.
+  // 0: not limited (max_inflight_psn).
+  uint32_t window = 0, window_target = 0;
   uint8_t timeout = 0, retry_cnt = 0, rnr_retry = 0, min_rnr_timer = 0;
   uint8_t max_rd_atomic = 0, max_dest_rd_atomic = 0;
 

@@ -123,8 +123,10 @@ uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_fu
       }
 
       case ReqState::kWindow:
-        if (qp.type == QpType::kRc && static_cast<uint32_t>(wire::psn_diff(
-                                          qp.req_psn, qp.comp_psn)) >= cfg_.max_inflight_psn) {
+        // The loss window (qp.window, after a loss) or the configured limit.
+        if (qp.type == QpType::kRc &&
+            static_cast<uint32_t>(wire::psn_diff(qp.req_psn, qp.comp_psn)) >=
+                (qp.window ? qp.window : cfg_.max_inflight_psn)) {
           st = ReqState::kStop;
           break;
         }
@@ -151,6 +153,13 @@ uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_fu
         bool ackreq = false;
         if (qp.type == QpType::kRc) {
           ackreq = last || ++qp.noack_pkts >= cfg_.ack_req_every;
+          // The packet that fills the window asks for the ACK that opens it (else a window
+          // below ack_req_every would wait for the local ACK timeout); inside the loss window
+          // also the packet at its half, so the window keeps moving.
+          const uint32_t out = static_cast<uint32_t>(wire::psn_diff(qp.req_psn, qp.comp_psn)) + 1;
+          if (out >= (qp.window ? qp.window : cfg_.max_inflight_psn) ||
+              (qp.window && out == (qp.window + 1) / 2))
+            ackreq = true;
           if (ackreq) qp.noack_pkts = 0;
         }
         const uint8_t opcode = detail::request_opcode(qp.type, w->opcode, first, last);

@@ -238,6 +238,9 @@ run_shim() {
   [ "$rc" = 0 ] || return 1
   case $1 in
     ibv_*) grep -q "iters in" <<<"$out" ;;
+    # The passive side of read / atomic latency (uroce as server: no peer address) prints no
+    # result row; the guest's client checks its own.
+    ib_read_lat* | ib_atomic_lat*) [[ $1 != *" $GUEST_IP" ]] || grep -qE '^ *[0-9]+ +[0-9]+ +[0-9.]+' <<<"$out" ;;
     *) grep -qE '^ *[0-9]+ +[0-9]+ +[0-9.]+' <<<"$out" ;;  # perftest's result row
   esac
 }
@@ -471,8 +474,8 @@ EOF
 # normally loaded host but use the tools' 67 ms ACK timeout, which a TCG guest stalled by a
 # host at load ~16 exceeds 8 times in a row (RETRY_EXC_ERR): opt in with
 # UROCE_INTEROP_SHIM_1500 / _4200 / _LOSS, e.g. "shim-rc:4096 shim-ud:1024 pt-write_lat:64
-# pt-send_lat:64 pts-send_bw:65536". uroce as the perftest bw client and read_lat do not pass
-# yet (doc/interop.md).
+# pt-send_lat:64 pts-send_bw:65536". uroce as the perftest write / send bw client does not pass
+# yet; pt-read_bw, pt-atomic_bw, pt-read_lat pass (opt-in, doc/interop.md).
 SHIM_1500=${UROCE_INTEROP_SHIM_1500:-pts-write_bw:65536 pts-read_bw:65536 pts-atomic_bw:8}
 SHIM_4200=${UROCE_INTEROP_SHIM_4200:-pts-write_bw:65536}
 SHIM_LOSS=${UROCE_INTEROP_SHIM_LOSS:-pts-write_bw:65536}

@@ -412,6 +412,12 @@ Config parse(std::string_view text, std::string_view filename,
         d.pcap = e.value;  // empty: capture off
       } else if (e.key == "idle_sleep_us") {
         d.idle_sleep_us = parse_uint<uint32_t>(e, 0, 100000);
+        // A nap shorter than a sleep/wake round trip keeps the daemon in the kernel: measured
+        // on a 2-vCPU VM, 5 us naps took 95 % of a core while idle (10 us: 36 %, 20 us: 27 %).
+        if (d.idle_sleep_us != 0 && d.idle_sleep_us < kMinIdleSleepUs)
+          fail_key(e, "a nap of " + e.value +
+                          " us costs more CPU than it saves: 0 (busy polling) or " +
+                          std::to_string(kMinIdleSleepUs) + "..100000");
       }
     } else {
       auto it = std::find_if(cfg.ports.begin(), cfg.ports.end(),

@@ -33,6 +33,7 @@ struct Ipv6Prefix {
 inline constexpr uint32_t kMinMtu = 576;   // IPv4 minimum datagram every host must accept
 inline constexpr uint32_t kMaxMtu = 9600;  // common jumbo limit of NICs and switches
 inline constexpr uint32_t kIpv6MinMtu = 1280;
+inline constexpr uint32_t kMinIdleSleepUs = 10;  // shortest idle nap (daemon.idle_sleep_us)
 
 struct PortConfig {
   std::string name;

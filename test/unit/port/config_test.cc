@@ -173,6 +173,9 @@ TEST(Config, BadNumbers) {
   expect_error("[daemon]\nworkers = 5-3\n", {"t.conf:2", "bad lcore range"});
   expect_error("[daemon]\nworkers = 200\n", {"t.conf:2", "out of range"});
   expect_error(head + "ecn = maybe\n", {"t.conf:3", "'ecn'", "expected on or off"});
+  expect_error("[daemon]\nidle_sleep_us = 5\n",
+               {"t.conf:2", "'idle_sleep_us'", "0 (busy polling) or 10"});
+  expect_error("[daemon]\nidle_sleep_us = 100001\n", {"t.conf:2", "out of range"});
 }
 
 TEST(Config, Duplicates) {

@@ -40,3 +40,18 @@ stop_pid() {
   fi
   wait "$pid"
 }
+
+# stop_uroced N PATTERN: SIGTERM the daemon whose PID is in PID_N (N = a, b, ...) and whose log
+# is $WORK/uroced-N.log; passes on exit 0 with "uroced: stopped" logged, showing the log's line
+# matching PATTERN (its exit counters). Clears PID_N.
+stop_uroced() {
+  local d=$1 pid_var="PID_${1^^}" rc
+  stop_pid "${!pid_var}" TERM
+  rc=$?
+  eval "$pid_var="
+  if [ $rc -eq 0 ] && grep -q "uroced: stopped" "$WORK/uroced-$d.log"; then
+    pass "uroced $d: SIGTERM, exit 0, $(grep "$2" "$WORK/uroced-$d.log")"
+  else
+    fail "uroced $d: exit $rc"
+  fi
+}

@@ -211,16 +211,7 @@ for d in a b; do
 done
 
 # --- clean shutdown, then the captures
-for d in a b; do
-  pid_var="PID_${d^^}"
-  stop_pid "${!pid_var}" TERM; rc=$?
-  eval "$pid_var="
-  if [ $rc -eq 0 ] && grep -q "uroced: stopped" "$WORK/uroced-$d.log"; then
-    pass "uroced $d: SIGTERM, exit 0, $(grep '^capture:' "$WORK/uroced-$d.log")"
-  else
-    fail "uroced $d: exit $rc"
-  fi
-done
+for d in a b; do stop_uroced $d '^capture:'; done
 out=$(timeout 300 python3 "$CHECK_CAPTURE" --daemon "$PCAP_CHECK" "$(command -v tshark)" 5000 \
   "$WORK/uroced-a.pcap" "$WORK/uroced-b.pcap" 2>&1); rc=$?
 echo "$out" | sed 's/^/  /'

@@ -284,16 +284,7 @@ if [ "$WORKERS" = 2 ]; then
 fi
 
 # --- 4. clean shutdown
-for d in a b; do
-  pid_var="PID_${d^^}"
-  stop_pid "${!pid_var}" TERM; rc=$?
-  eval "$pid_var="
-  if [ $rc -eq 0 ] && grep -q "uroced: stopped" "$WORK/uroced-$d.log"; then
-    pass "uroced $d: SIGTERM, exit 0, $(grep '^bridge counters' "$WORK/uroced-$d.log")"
-  else
-    fail "uroced $d: exit $rc"
-  fi
-done
+for d in a b; do stop_uroced $d '^bridge counters'; done
 
 # --- 5. the captures (written and closed at exit; one worker only, see conf above)
 if [ -n "$capture" ]; then

@@ -208,12 +208,9 @@ bool EthPort::allmulticast() const noexcept {
 }
 
 transport::TxBuf EthPort::tx_alloc() noexcept {
-  if (tx_.full()) {  // the TX queue has refused a backlog's worth: let it drain first
-    flush();
-    if (tx_.full()) {
-      ++c_.tx_backpressure;
-      return {};
-    }
+  if (!tx_.make_room([this] { flush(); })) {  // the TX queue refused a backlog's worth
+    ++c_.tx_backpressure;
+    return {};
   }
   if (loop_.full()) {  // any frame may be for us: wait for rx_burst to drain the loopback queue
     ++c_.tx_loopback_full;
@@ -246,15 +243,10 @@ void EthPort::tx_commit(transport::TxBuf b, uint32_t len) noexcept {
     }
     return;
   }
-  if (!tx_.push(m, len)) {  // tx_alloc saw room: only a caller holding several buffers gets here
-    flush();
-    if (!tx_.push(m, len)) {
-      ++c_.tx_dropped;
-      rte_pktmbuf_free(m);
-      return;
-    }
+  if (!tx_.commit(m, len, [this] { flush(); })) {  // tx_alloc saw room: see commit()
+    ++c_.tx_dropped;
+    rte_pktmbuf_free(m);
   }
-  if (tx_.fresh() >= kBurst) flush();
 }
 
 void EthPort::tx_abort(transport::TxBuf b) noexcept {
@@ -266,9 +258,7 @@ uint32_t EthPort::flush() noexcept {
   const TxDrained d = tx_.drain([this](rte_mbuf **pkts, uint16_t n) {
     return rte_eth_tx_burst(port_id_, tx_queue_, pkts, n);
   });
-  c_.tx_packets += d.sent;
-  c_.tx_bytes += d.bytes;  // the mbufs now belong to the PMD: the backlog kept the lengths
-  c_.tx_deferred += d.deferred;
+  d.count(c_);
   return d.sent;
 }
 

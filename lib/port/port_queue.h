@@ -60,12 +60,9 @@ class PortQueue {
 
   // --- transport::TxPort ---
   transport::TxBuf tx_alloc() noexcept {
-    if (tx_.full()) {  // the TX queue has refused a backlog's worth: let it drain first
-      flush();
-      if (tx_.full()) {
-        ++c_.tx_backpressure;
-        return {};
-      }
+    if (!tx_.make_room([this] { flush(); })) {  // the TX queue refused a backlog's worth
+      ++c_.tx_backpressure;
+      return {};
     }
     if (loop_.full()) {  // any frame may be for us: wait for rx() to drain the loopback queue
       ++c_.tx_loopback_full;
@@ -91,15 +88,10 @@ class PortQueue {
       ++c_.tx_loopback;
       return;
     }
-    if (!tx_.push(m, len)) {  // tx_alloc saw room: only a caller holding several buffers
-      flush();
-      if (!tx_.push(m, len)) {
-        ++c_.tx_dropped;
-        rte_pktmbuf_free(m);
-        return;
-      }
+    if (!tx_.commit(m, len, [this] { flush(); })) {  // tx_alloc saw room: see commit()
+      ++c_.tx_dropped;
+      rte_pktmbuf_free(m);
     }
-    if (tx_.fresh() >= kBurst) flush();
   }
   void tx_abort(transport::TxBuf b) noexcept {
     if (b.handle != nullptr) rte_pktmbuf_free(static_cast<rte_mbuf *>(b.handle));
@@ -111,9 +103,7 @@ class PortQueue {
     const TxDrained d = tx_.drain([this](rte_mbuf **pkts, uint16_t n) {
       return rte_eth_tx_burst(port_id_, queue_, pkts, n);
     });
-    c_.tx_packets += d.sent;
-    c_.tx_bytes += d.bytes;
-    c_.tx_deferred += d.deferred;
+    d.count(c_);
     return d.sent;
   }
   // Teardown (the lcore stops): frees the frames still queued, counted in tx_dropped.

@@ -23,6 +23,14 @@ struct TxDrained {
   uint64_t bytes = 0;     // their lengths, summed
   bool refused = false;   // the ring refused some: they are still queued
   uint32_t deferred = 0;  // of those, the frames refused for the first time (each counts once)
+
+  // Adds this drain to a port's counters (tx_packets, tx_bytes, tx_deferred).
+  template <class Counters>
+  void count(Counters &c) const noexcept {
+    c.tx_packets += sent;
+    c.tx_bytes += bytes;  // the frames now belong to the ring: the backlog kept the lengths
+    c.tx_deferred += deferred;
+  }
 };
 
 // A FIFO of committed frames (rte_mbuf pointers in the ports). N: a power of two.
@@ -47,6 +55,29 @@ class TxBacklog {
     slots_[i] = p;
     lens_[i] = len;
     ++fresh_;
+    return true;
+  }
+
+  // The ports' tx_alloc check: true when a frame can be appended, after one flush() (the
+  // port's drain into its TX queue) if the backlog was full; false: back-pressure.
+  template <class Flush>
+  bool make_room(Flush &&flush) noexcept {
+    if (!full()) return true;
+    flush();
+    return !full();
+  }
+
+  // The ports' tx_commit: appends the frame (if the backlog is full, after one flush()), then
+  // flushes once a burst's worth of fresh frames waits. false: still full, nothing stored (the
+  // caller frees the frame and counts it dropped; only a caller holding several buffers
+  // from tx_alloc can get there).
+  template <class Flush>
+  bool commit(T *p, uint32_t len, Flush &&flush) noexcept {
+    if (!push(p, len)) {
+      flush();
+      if (!push(p, len)) return false;
+    }
+    if (fresh() >= kMaxBurst) flush();
     return true;
   }
 

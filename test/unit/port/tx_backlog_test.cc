@@ -153,5 +153,68 @@ TEST(TxBacklog, DrainOfARefusingRingKeepsEverything) {
   EXPECT_EQ(b.drain([](Frame **, uint16_t) { return uint16_t{0}; }).refused, false);
 }
 
+// The ports' commit path (make_room / commit / count, shared by EthPort and PortQueue): a
+// burst's worth of fresh frames flushes, a full backlog flushes once before it refuses, and a
+// commit into a backlog the ring still refuses fails with nothing stored.
+TEST(TxBacklog, CommitFlushesABurstAndOnceMoreWhenFull) {
+  TxBacklog<Frame, 64> b;
+  FakeRing ring{40, {}, {}, 0};
+  struct {
+    uint64_t tx_packets = 0, tx_bytes = 0, tx_deferred = 0;
+  } c;
+  unsigned flushes = 0;
+  auto flush = [&] {
+    ++flushes;
+    b.drain([&ring](Frame **p, uint16_t n) { return ring.burst(p, n); }).count(c);
+  };
+  std::vector<Frame> f(200);
+  for (uint32_t i = 0; i < f.size(); ++i)
+    f[i].seq = i;
+  // 31 commits: no flush; the 32nd (kMaxBurst fresh frames) flushes them all into the ring.
+  for (uint32_t i = 0; i < 31; ++i)
+    ASSERT_TRUE(b.commit(&f[i], 10, flush));
+  EXPECT_EQ(flushes, 0u);
+  EXPECT_EQ(b.size(), 31u);
+  ASSERT_TRUE(b.commit(&f[31], 10, flush));
+  EXPECT_EQ(flushes, 1u);
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(c.tx_packets, 32u);
+  EXPECT_EQ(c.tx_bytes, 320u);
+  EXPECT_EQ(c.tx_deferred, 0u);
+  // The ring holds 8 more; the rest stays queued: fill the backlog (64) through commits.
+  uint32_t next = 32;
+  while (!b.full()) {
+    ASSERT_TRUE(b.commit(&f[next], 10, flush)) << next;
+    ++next;
+  }
+  EXPECT_EQ(c.tx_packets, 40u);
+  EXPECT_GT(c.tx_deferred, 0u);
+  EXPECT_LE(c.tx_deferred, next - 40u);
+  // Full and the ring still refuses: make_room and commit flush once more, then refuse.
+  const unsigned before = flushes;
+  EXPECT_FALSE(b.make_room(flush));
+  EXPECT_EQ(flushes, before + 1);
+  EXPECT_FALSE(b.commit(&f[next], 10, flush));
+  EXPECT_EQ(flushes, before + 2);
+  EXPECT_EQ(b.size(), 64u);  // nothing stored
+  // The NIC sends 20: make_room's flush moves 20 into the ring and there is room again.
+  ring.transmit(20);
+  EXPECT_TRUE(b.make_room(flush));
+  EXPECT_EQ(b.size(), 44u);
+  ASSERT_TRUE(b.commit(&f[next], 10, flush));  // the refused frame, committed again
+  ++next;
+  // Everything arrives once and in order (the refused commit stored nothing).
+  while (!b.empty()) {
+    ring.transmit(SIZE_MAX);
+    flush();
+  }
+  ring.transmit(SIZE_MAX);
+  ASSERT_EQ(ring.wire.size(), next);
+  for (uint32_t i = 0; i < ring.wire.size(); ++i)
+    ASSERT_EQ(ring.wire[i], i);
+  EXPECT_EQ(c.tx_packets, next);
+  EXPECT_EQ(c.tx_bytes, 10u * next);
+}
+
 }  // namespace
 }  // namespace uroce::port

@@ -35,6 +35,7 @@
 #include "port/port_queue.h"
 #include "transport/engine.h"
 #include "uroce_version.h"
+#include "util/capture_ring.h"
 #include "util/pcap_writer.h"
 
 namespace uroce::daemon {
@@ -143,6 +144,10 @@ void print_counters(const port::EthPort &p) {
                   port::nd_drop_str(static_cast<port::NdDrop>(i)), n.drops[i]);
 }
 
+// Capture ring of each worker >= 1 (only with daemon.pcap): at least ~10 ms of a busy lane's
+// frames at memif rates while main is descheduled (doc/uroced.md, Capture).
+constexpr size_t kCaptureRingBytes = size_t{16} << 20;
+
 using RoceEngine = transport::Engine<port::EthPort, port::TscClock>;     // worker 0 (main)
 using QueueEngine = transport::Engine<port::PortQueue, port::TscClock>;  // workers 1..n-1
 
@@ -218,8 +223,20 @@ struct Loop {
   uint64_t last_now = 0;  // the clock at the start of the last step()
   HandOff *ho = nullptr;
   LaneCounters lc;
+  // Capture with several workers: what workers 1..n-1 captured, drained into main's file.
+  util::PcapWriter *pcap = nullptr;
+  std::vector<util::CaptureRing *> capture_rings;
 
   static constexpr uint64_t kTimerNs = 1'000'000;  // ARP/ND timers every millisecond
+
+  // Writes the frames the workers captured since the last call (in each worker's order).
+  unsigned drain_captures() noexcept {
+    size_t n = 0;
+    for (util::CaptureRing *r : capture_rings)
+      n += r->drain(
+          [this](const uint8_t *f, uint32_t len, uint64_t ts) { pcap->write(f, len, ts); });
+    return static_cast<unsigned>(n);
+  }
 
   unsigned step() noexcept {
     unsigned work = 0;
@@ -273,6 +290,7 @@ struct Loop {
     if (daemon != nullptr) work += daemon->bridge_out();
     for (auto &p : ports)
       p->flush();
+    if (!capture_rings.empty()) work += drain_captures();
     return work;
   }
 };
@@ -384,6 +402,7 @@ struct WorkerGuard {
 // The TX side of one lane's queue (EthPort for worker 0, PortQueue for the others).
 struct LaneQueue {
   uint64_t rx = 0, tx = 0, tx_deferred = 0, tx_backpressure = 0, tx_dropped = 0, tx_pending = 0;
+  uint64_t capture_dropped = 0;  // frames the lane's capture ring had no room for
 };
 
 void add_lane_stats(unsigned w, const LaneCounters &c, const LaneQueue &q,
@@ -406,6 +425,7 @@ void add_lane_stats(unsigned w, const LaneCounters &c, const LaneQueue &q,
   add("queue_tx_backpressure", q.tx_backpressure);
   add("queue_tx_dropped", q.tx_dropped);
   add("queue_tx_pending", q.tx_pending);
+  add("capture_dropped", q.capture_dropped);
 }
 
 // The daemon's control-plane view of ports[0]. resolve() runs the data path while it waits
@@ -608,12 +628,15 @@ int run(int argc, char **argv) {
     }
 
     util::PcapWriter pcap;
+    // One clock for every lane's capture stamps (port/eal.h: realtime at start + TSC).
+    std::unique_ptr<port::CaptureClock> capture_clock;
     if (!cfg.daemon.pcap.empty()) {
       if (!pcap.open(cfg.daemon.pcap.c_str()))
         throw port::PortError("cannot open capture file '" + cfg.daemon.pcap +
                               "': " + std::strerror(errno));
+      capture_clock = std::make_unique<port::CaptureClock>();
       for (auto &p : ports)
-        p->set_capture(&pcap);
+        p->set_capture(&pcap, capture_clock.get());
       std::printf("capturing every frame to %s\n", cfg.daemon.pcap.c_str());
     }
 
@@ -638,11 +661,19 @@ int run(int argc, char **argv) {
       throw port::PortError("daemon.workers: at most " + std::to_string(kMaxWorkers) + " workers");
     auto engine = std::make_unique<RoceEngine>(*ports[0], clock, ecfg);
     std::vector<transport::EngineCore *> engines{engine.get()};
+    // Capture with several workers: worker w copies its queue's frames into its own ring, main
+    // drains them into the one file (doc/uroced.md, Capture). Declared before the queues and
+    // the worker guard: the rings outlive every lcore that uses them.
+    std::vector<std::unique_ptr<util::CaptureRing>> capture_rings;
     std::vector<std::unique_ptr<port::PortQueue>> queues;
     std::vector<std::unique_ptr<QueueEngine>> qengines;
     for (unsigned w = 1; w < nw; ++w) {
       queues.push_back(std::make_unique<port::PortQueue>(
           ports[0]->port_id(), static_cast<uint16_t>(w), pool, ports[0]->mac()));
+      if (pcap.is_open()) {
+        capture_rings.push_back(std::make_unique<util::CaptureRing>(kCaptureRingBytes));
+        queues.back()->set_capture(capture_rings.back().get(), capture_clock.get());
+      }
       transport::EngineConfig c = ecfg;
       c.qpn_base = worker_qpn_base(w, ecfg.qpn_base);
       qengines.push_back(std::make_unique<QueueEngine>(*queues.back(), clock, c));
@@ -652,6 +683,9 @@ int run(int argc, char **argv) {
     if (nw > 1) handoff = std::make_unique<HandOff>(nw, 1024);
     Loop loop{ports, nb_queues, *engine, nullptr, clock};
     loop.ho = handoff.get();
+    loop.pcap = &pcap;
+    for (auto &r : capture_rings)
+      loop.capture_rings.push_back(r.get());
     EthPortView view(*ports[0], cfg.ports[0], loop);
     Daemon daemon(engines, view);
     // While the control thread waits for a worker to run a command, main's loop goes on.
@@ -682,7 +716,7 @@ int run(int argc, char **argv) {
         });
         add_lane_stats(w->id, c,
                        LaneQueue{q.rx_packets, q.tx_packets, q.tx_deferred, q.tx_backpressure,
-                                 q.tx_dropped, pending},
+                                 q.tx_dropped, pending, w->q->capture_dropped()},
                        v);
       }
     });
@@ -743,6 +777,7 @@ int run(int argc, char **argv) {
     daemon.close_all();  // the workers still run: the teardown runs on them
     guard.stop();
     loop.daemon = nullptr;
+    if (!capture_rings.empty()) loop.drain_captures();  // what the workers captured last
     if (handoff) handoff->drain_all();
     transport::EngineCounters ec = engine->counters();
     for (auto &e : qengines) {
@@ -787,7 +822,11 @@ int run(int argc, char **argv) {
         ports.clear();
         return kExitRuntime;
       }
-      std::printf("capture: %lu frames written to %s\n", frames, cfg.daemon.pcap.c_str());
+      uint64_t dropped = 0;
+      for (auto &r : capture_rings)
+        dropped += r->dropped();
+      std::printf("capture: %lu frames written to %s, capture_dropped=%lu\n", frames,
+                  cfg.daemon.pcap.c_str(), dropped);
     }
     ports.clear();  // stop and close the ethdevs before the pool and the EAL go
   } catch (const port::PortError &e) {

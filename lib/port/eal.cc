@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <ctime>
 #include <memory>
 
 namespace uroce::port {
@@ -150,6 +151,12 @@ uint16_t port_id_of(const config::PortConfig &p) {
 TscClock::TscClock() : hz_(rte_get_tsc_hz()) {
   if (hz_ == 0) throw PortError("TSC frequency unknown");
   mult_ = static_cast<uint64_t>((static_cast<unsigned __int128>(1000000000u) << 32) / hz_);
+}
+
+CaptureClock::CaptureClock() : tsc0_ns_(tsc_.now_ns()) {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  base_ns_ = static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 uint64_t TscClock::now_ns() const noexcept {

@@ -68,4 +68,20 @@ class TscClock {
   uint64_t mult_;  // (10^9 << 32) / hz
 };
 
+// Capture timestamps (daemon.pcap): CLOCK_REALTIME read once at construction plus the TSC's
+// nanoseconds since. One object serves every lcore, so the stamps of all lanes are on one
+// clock, and each lane's stamps never go backwards (the TSC is invariant and synchronised across
+// cores, as DPDK assumes; an NTP step of the system clock after start is not followed). Valid
+// after EAL init.
+class CaptureClock {
+ public:
+  CaptureClock();
+  uint64_t now_ns() const noexcept { return base_ns_ + (tsc_.now_ns() - tsc0_ns_); }
+
+ private:
+  TscClock tsc_;
+  uint64_t tsc0_ns_;
+  uint64_t base_ns_;
+};
+
 }  // namespace uroce::port

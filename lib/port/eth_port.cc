@@ -263,7 +263,7 @@ uint32_t EthPort::flush() noexcept {
 }
 
 void EthPort::capture(const uint8_t *frame, uint32_t len) noexcept {
-  capture_->write(frame, len, realtime_ns());
+  capture_->write(frame, len, capture_clock_ != nullptr ? capture_clock_->now_ns() : realtime_ns());
 }
 
 void EthPort::send_copy(const uint8_t *frame, size_t len) noexcept {

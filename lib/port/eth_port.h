@@ -124,7 +124,12 @@ class EthPort {
   Resolve resolve_ipv4(const uint8_t ip[4], uint64_t now_ns, uint8_t mac_out[6]) noexcept;
   Resolve resolve_ipv6(const uint8_t ip[16], uint64_t now_ns, uint8_t mac_out[6]) noexcept;
 
-  void set_capture(util::PcapWriter *w) noexcept { capture_ = w; }
+  // Capture every frame received and committed to w (nullptr: off), stamped by clock (nullptr:
+  // CLOCK_REALTIME per frame).
+  void set_capture(util::PcapWriter *w, const CaptureClock *clock = nullptr) noexcept {
+    capture_ = w;
+    capture_clock_ = clock;
+  }
 
   // Not fast path.
   const std::string &name() const noexcept { return name_; }
@@ -171,6 +176,7 @@ class EthPort {
   std::optional<Arp> arp_;
   std::optional<Nd> nd_;
   util::PcapWriter *capture_ = nullptr;
+  const CaptureClock *capture_clock_ = nullptr;
   std::string notes_;
   TxBacklog<rte_mbuf, kTxBacklog> tx_;
   LoopbackQueue<rte_mbuf, kLoopbackDepth> loop_;

@@ -3,13 +3,15 @@
 // (doc/uroced.md, "Threading"). It is the transport::TxPort of that worker's engine (its own TX
 // batch on its own queue: no sharing with the main lcore's EthPort) and receives raw bursts;
 // what to do with each frame (the engine, another lcore, the main lcore) is the caller's.
-// ARP / ND and capture stay with the main lcore's EthPort. Same-port loopback (port/loopback.h)
-// as in EthPort: a frame to the port's own MAC goes to a queue that the next rx() returns
-// first, instead of leaving the port (a full queue makes tx_alloc refuse: back-pressure).
-// TX back-pressure as in EthPort (port/tx_backlog.h): frames the TX queue refuses stay queued,
-// in order, for the next flush; a full backlog makes tx_alloc refuse. Frames are dropped only
-// by drop_pending() / the destructor, when the lcore stops.
-// Fast path: no allocation, locks, exceptions or printing.
+// ARP / ND stay with the main lcore's EthPort. Capture (set_capture): every frame received from
+// the queue and every frame committed is copied, stamped, into a CaptureRing that the main lcore
+// drains into the capture file (a full ring drops the copy and counts it, never waits). Same-port
+// loopback (port/loopback.h) as in EthPort: a frame to the port's own MAC goes to a queue that the
+// next rx() returns first, instead of leaving the port (a full queue makes tx_alloc refuse:
+// back-pressure). TX back-pressure as in EthPort (port/tx_backlog.h): frames the TX queue refuses
+// stay queued, in order, for the next flush; a full backlog makes tx_alloc refuse. Frames are
+// dropped only by drop_pending() / the destructor, when the lcore stops. Fast path: no allocation,
+// locks, exceptions or printing.
 #pragma once
 
 #include <rte_ethdev.h>
@@ -17,9 +19,11 @@
 
 #include <cstdint>
 
+#include "port/eal.h"
 #include "port/loopback.h"
 #include "port/tx_backlog.h"
 #include "transport/port.h"
+#include "util/capture_ring.h"
 
 namespace uroce::port {
 
@@ -84,6 +88,7 @@ class PortQueue {
     }
     m->data_len = static_cast<uint16_t>(len);
     m->pkt_len = len;
+    if (capture_ != nullptr) capture_->push(b.data, len, capture_clock_->now_ns());
     if (is_to_self(b.data, len, mac_) && loop_.push(m)) {  // not full: tx_alloc checked
       ++c_.tx_loopback;
       return;
@@ -122,7 +127,23 @@ class PortQueue {
       ++c_.rx_packets;
       c_.rx_bytes += rte_pktmbuf_pkt_len(pkts[i]);
     }
+    if (capture_ != nullptr) {  // looped-back frames were captured when committed
+      const uint64_t ts = n > k ? capture_clock_->now_ns() : 0;
+      for (uint16_t i = k; i < n; ++i)
+        capture_->push(rte_pktmbuf_mtod(pkts[i], const uint8_t *), rte_pktmbuf_data_len(pkts[i]),
+                       ts);
+    }
     return n;
+  }
+
+  // Capture (before the lcore starts): copies of the frames into ring (nullptr: off), stamped by
+  // clock; both must outlive the queue's use.
+  void set_capture(util::CaptureRing *ring, const CaptureClock *clock) noexcept {
+    capture_ = clock != nullptr ? ring : nullptr;
+    capture_clock_ = clock;
+  }
+  uint64_t capture_dropped() const noexcept {
+    return capture_ != nullptr ? capture_->dropped() : 0;
   }
 
   uint16_t queue() const noexcept { return queue_; }
@@ -136,6 +157,8 @@ class PortQueue {
   LoopbackQueue<rte_mbuf, 1024> loop_;
   TxBacklog<rte_mbuf, kTxBacklog> tx_;
   QueueCounters c_;
+  util::CaptureRing *capture_ = nullptr;
+  const CaptureClock *capture_clock_ = nullptr;
 };
 
 static_assert(transport::TxPort<PortQueue>);

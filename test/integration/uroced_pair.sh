@@ -17,7 +17,10 @@
 #   4. SIGTERM stops both daemons with exit 0.
 #   5. Both daemons captured everything (daemon.pcap): every capture passes uroce-pcap-check
 #      (every RoCE frame parses, every ICRC valid) and tshark (no malformed frame, no expert
-#      info, the BTH fields of our own parse): check_capture.py --daemon.
+#      info, the BTH fields of our own parse): check_capture.py --daemon. With WORKERS=2 the
+#      captures hold every lane's frames: check_capture.py --lanes (every frame the engines
+#      committed and every frame the peer sent is in the capture, frames of worker-1 QPs both
+#      ways).
 # Needs root (as the other integration tests; CI runs as root). Every wait is bounded; every
 # process it starts is stopped by PID on exit; its files and DPDK runtime directories go too.
 # Usage: uroced_pair.sh UROCED UROCE_STAT VERBS_APP UROCE_PCAP_CHECK CHECK_CAPTURE_PY [WORKERS]
@@ -65,10 +68,8 @@ trap cleanup EXIT
 
 # Daemon A: memif server, lcore 0. Daemon B: memif client, lcore 1. Both nap when idle.
 # With WORKERS=2 both run lcores 0 (main + worker 0) and 1 (worker 1).
-# Capture only with one worker: with two, only main's queue is captured (workers >= 1 have no
-# capture; only the main lcore writes the file), so the capture would miss worker 1's frames.
-capture=""
-[ "$WORKERS" = 1 ] && capture=yes
+# Both capture (on tmpfs); with two workers, worker 1's frames reach the file through its
+# capture ring (doc/uroced.md, Capture).
 conf() {  # conf NAME ROLE LCORE IP
   local lcores=$3
   [ "$WORKERS" = 2 ] && lcores=0,1
@@ -80,7 +81,7 @@ socket = $WORK/uroced-$1.sock
 workers = $lcores
 mbufs = 4095
 idle_sleep_us = 50
-${capture:+pcap = $WORK/uroced-$1.pcap}
+pcap = $WORK/uroced-$1.pcap
 [port p0]
 device = net_memif0,role=$2,socket=$WORK/memif.sock,id=0
 ipv4 = $4/24
@@ -286,13 +287,19 @@ fi
 # --- 4. clean shutdown
 for d in a b; do stop_uroced $d '^bridge counters'; done
 
-# --- 5. the captures (written and closed at exit; one worker only, see conf above)
-if [ -n "$capture" ]; then
-  out=$(timeout 300 python3 "$CHECK_CAPTURE" --daemon "$PCAP_CHECK" "$(command -v tshark)" 1000 \
-    "$WORK/uroced-a.pcap" "$WORK/uroced-b.pcap" 2>&1); rc=$?
+# --- 5. the captures (written and closed at exit)
+out=$(timeout 300 python3 "$CHECK_CAPTURE" --daemon "$PCAP_CHECK" "$(command -v tshark)" 1000 \
+  "$WORK/uroced-a.pcap" "$WORK/uroced-b.pcap" 2>&1); rc=$?
+echo "$out" | sed 's/^/  /'
+[ $rc -eq 0 ] && pass "captures: uroce-pcap-check and tshark accept every frame" \
+  || fail "captures: check_capture.py --daemon exit $rc"
+if [ "$WORKERS" = 2 ]; then
+  out=$(timeout 300 python3 "$CHECK_CAPTURE" --lanes \
+    10.79.0.1 "$WORK/uroced-a.pcap" "$WORK/uroced-a.log" \
+    10.79.0.2 "$WORK/uroced-b.pcap" "$WORK/uroced-b.log" 2>&1); rc=$?
   echo "$out" | sed 's/^/  /'
-  [ $rc -eq 0 ] && pass "captures: uroce-pcap-check and tshark accept every frame" \
-    || fail "captures: check_capture.py --daemon exit $rc"
+  [ $rc -eq 0 ] && pass "captures hold every lane's frames (worker 1's both ways)" \
+    || fail "captures: check_capture.py --lanes exit $rc"
 fi
 
 echo "$FAILS failure(s)"

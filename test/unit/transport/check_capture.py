@@ -28,8 +28,20 @@ not) without a malformed mark or expert info; every RoCE frame must have the pro
 and the BTH opcode / QPN / PSN (and AETH syndrome) this script parses, and tshark's opcode
 counts must equal uroce-pcap-check's.
 
+Third mode, --lanes: the captures of two uroced joined to each other, each with several
+workers (uroced_pair.sh with WORKERS=2), hold every RoCE frame of every lane. For each daemon D
+(IPv4 address, capture, log) and its peer P:
+  - the RoCE frames D sent (source address D) number the frames its engines committed (the
+    "engine counters: ... tx_pkts=N" line of its log, summed over the workers), less at most
+    the copies its capture rings dropped ("capture: ... capture_dropped=K");
+  - the RoCE frames D received from P number those P's capture shows P sending to D, less at
+    most D's capture_dropped (and P's frames dropped at its stop, tx_dropped);
+  - in both directions there are frames for QPs owned by worker 1 (BTH destination QP bits
+    16..23 == 1): received by D's worker-1 QPs, and sent to P's worker-1 QPs.
+
 Usage: check_capture.py CAPTURE_TRAFFIC UROCE_PCAP_CHECK TSHARK WORKDIR
        check_capture.py --daemon UROCE_PCAP_CHECK TSHARK MIN_ROCE PCAP...
+       check_capture.py --lanes IP_A PCAP_A LOG_A IP_B PCAP_B LOG_B
 """
 
 import collections
@@ -233,6 +245,76 @@ def check_daemon_capture(pcap, tool, tshark, min_roce):
           f"ICRC valid (uroce-pcap-check), tshark: no malformed frame, no expert info")
 
 
+def ipv4_addrs(fr):
+    """(source, destination) dotted IPv4 addresses of an untagged IPv4 frame, else None."""
+    if struct.unpack_from("!H", fr, 12)[0] != 0x0800:
+        return None
+    return tuple(".".join(str(b) for b in fr[o:o + 4]) for o in (14 + 12, 14 + 16))
+
+
+def log_value(log, line_re, key, default=None):
+    """The integer `key=N` of the lines of `log` matching line_re, summed; a matching line
+    without the key counts `default` (None: fails); fails when no line matches."""
+    total, found = 0, False
+    with open(log) as f:
+        for line in f:
+            if re.search(line_re, line):
+                m = re.search(rf"\b{key}=(\d+)", line)
+                if m is None and default is None:
+                    fail(f"{log}: {key}= missing on: {line.strip()}")
+                total += int(m.group(1)) if m else default
+                found = True
+    if not found:
+        fail(f"{log}: no line matching {line_re!r}")
+    return total
+
+
+def check_lanes(daemons):
+    """--lanes (see the module docstring). daemons: [(ip, pcap, log)] x 2."""
+    info = []
+    for ip, pcap, log in daemons:
+        frames = [fr for fr in read_pcap(pcap) if is_roce(fr)]
+        sent = collections.Counter()  # destination IP -> frames
+        by_owner = collections.Counter()  # (direction, owner of the BTH destination QP)
+        for i, fr in enumerate(frames, 1):
+            addrs = ipv4_addrs(fr)
+            if addrs is None:
+                continue
+            src, dst = addrs
+            owner = (parse(i, fr)["qpn"] >> 16) & 0xFF
+            if src == ip:
+                sent[dst] += 1
+                if dst != ip:  # not same-port loopback
+                    by_owner[("sent", owner)] += 1
+            else:
+                by_owner[("received", owner)] += 1
+        info.append(dict(
+            ip=ip, name=os.path.basename(pcap), sent=sent, by_owner=by_owner,
+            received=collections.Counter(ipv4_addrs(fr)[0] for fr in frames
+                                         if ipv4_addrs(fr) and ipv4_addrs(fr)[0] != ip),
+            tx_pkts=log_value(log, r"^engine counters:", "tx_pkts"),
+            cap_dropped=log_value(log, r"^capture: ", "capture_dropped", 0),
+            tx_dropped=log_value(log, r"^(port p0 counters|worker \d+ queue):", "tx_dropped")))
+    for d, p in ((info[0], info[1]), (info[1], info[0])):
+        n_sent = sum(d["sent"].values())
+        if not d["tx_pkts"] - d["cap_dropped"] <= n_sent <= d["tx_pkts"]:
+            fail(f"{d['name']}: {n_sent} RoCE frames sent by {d['ip']} in the capture, its engines "
+                 f"committed {d['tx_pkts']} (capture_dropped {d['cap_dropped']})")
+        got, want = d["received"][p["ip"]], p["sent"][d["ip"]]
+        if not want - d["cap_dropped"] - p["tx_dropped"] <= got <= want:
+            fail(f"{d['name']}: {got} RoCE frames received from {p['ip']}, {p['name']} shows "
+                 f"{want} sent to {d['ip']} (capture_dropped {d['cap_dropped']}, peer tx_dropped "
+                 f"{p['tx_dropped']})")
+        for direction in ("received", "sent"):
+            if d["by_owner"][(direction, 1)] == 0:
+                fail(f"{d['name']}: no RoCE frame {direction} for a QP of worker 1 "
+                     f"(by owner: {dict(d['by_owner'])})")
+        print(f"OK: {d['name']}: {n_sent} RoCE frames sent (engines: {d['tx_pkts']}), {got} "
+              f"received from {p['ip']} (sent by it: {want}); for worker-1 QPs "
+              f"{d['by_owner'][('received', 1)]} received, {d['by_owner'][('sent', 1)]} sent to "
+              f"the peer's; capture_dropped {d['cap_dropped']}")
+
+
 def check_one(name, pcap, tool, tshark):
     frames = read_pcap(pcap)
     n_frames, counts = pcap_check(tool, pcap)
@@ -250,6 +332,10 @@ def check_one(name, pcap, tool, tshark):
 
 
 def main():
+    if len(sys.argv) == 8 and sys.argv[1] == "--lanes":
+        a = sys.argv[2:]
+        check_lanes([tuple(a[0:3]), tuple(a[3:6])])
+        return 0
     if len(sys.argv) >= 6 and sys.argv[1] == "--daemon":
         tool, tshark, min_roce = sys.argv[2], sys.argv[3], int(sys.argv[4])
         if not os.access(tshark, os.X_OK):

@@ -338,6 +338,28 @@ void Daemon::destroy_qp_obj(Session &s, Qp &q) {
   s.qps.erase(q.qpn);
 }
 
+// A CQ that no QP uses any more (qp_refs 0) stops being bound to its worker once that worker's
+// engine holds none of its completions (they would be stranded there: the engines' CQs are
+// replicated, their contents are not). The worker drops it from its table on its own thread;
+// the CQ ring's producer side (index, arm, error flag) passes to the next worker bound to it
+// with the happens-before of run_on (this reply, then the next command to that worker). A CQ
+// whose completions are still waiting for room in the app's ring stays bound (tried again at
+// the next create_qp naming it). An SRQ is never released: its posted receives live in its
+// worker's engine.
+void Daemon::release_idle_cq(Cq &c) {
+  if (c.qp_refs != 0 || c.worker == kUnbound) return;
+  const unsigned w = static_cast<unsigned>(c.worker);
+  bool idle = false;
+  run_on(w, [&] {
+    Worker &W = *w_[w];
+    move_cq(W, c);  // what still fits in the app's ring goes there first
+    if (W.eng->cq_pending(c.handle) != 0) return;
+    W.cq_by_handle[c.handle] = nullptr;
+    idle = true;
+  });
+  if (idle) c.worker = kUnbound;
+}
+
 void Daemon::destroy_srq_obj(Srq &q) {
   srq_by_handle_[q.handle] = nullptr;
   if (q.worker != kUnbound)
@@ -750,8 +772,11 @@ int Daemon::do_create_qp(Session &s, const ctl::Message &m, Reply &r) {
       return -EINVAL;
     q->has_rq = true;
   }
-  // Placement: the worker its CQs / SRQ are bound to, else the least loaded one.
+  // Placement: the worker its CQs / SRQ are bound to, else the least loaded one. A CQ whose
+  // QPs are all gone does not bind any more (release_idle_cq).
   Cq *scq = s.cqs[p.send_cq].get(), *rcq = s.cqs[p.recv_cq].get();
+  release_idle_cq(*scq);
+  if (rcq != scq) release_idle_cq(*rcq);
   Srq *srq = p.srq ? s.srqs[p.srq].get() : nullptr;
   const int bound[3] = {scq->worker, rcq->worker, srq ? srq->worker : kUnbound};
   const int w = place_qp(bound, 3, load_.data(), load_.size());

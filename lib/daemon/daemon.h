@@ -20,10 +20,12 @@
 // created in every worker's engine (same handles everywhere: the engines get the same calls in
 // the same order); a CQ or SRQ is *bound* to the worker of the first QP that uses it (an SRQ
 // rung before that is bound to worker 0), and a QP whose CQs / SRQ are bound to different
-// workers is refused with EINVAL. Doorbells: main reads every session's doorbell ring and
-// forwards those for other workers' QPs / SRQs through an SPSC ring per worker (at most one
-// forwarded doorbell per QP and kind in flight); workers send their engine's async events to
-// main through an SPSC ring each. With one worker everything runs on main as before.
+// workers is refused with EINVAL. A CQ no QP uses any more is released (unbound) when the next
+// QP that names it is created, if its worker's engine holds none of its completions. Doorbells:
+// main reads every session's doorbell ring and forwards those for other workers' QPs / SRQs through
+// an SPSC ring per worker (at most one forwarded doorbell per QP and kind in flight); workers send
+// their engine's async events to main through an SPSC ring each. With one worker everything runs on
+// main as before.
 //
 // The data path (bridge_in, bridge_out) never throws, allocates, locks or prints; the control
 // path (Handler callbacks) may allocate and reports errors as -errno in the reply status.
@@ -191,6 +193,7 @@ class Daemon : public ctl::Handler {
   int path_from_ah(const ctl::AhAttrPayload &a, wire::PathInfo *out);
   void destroy_qp_obj(Session &s, Qp &q);
   void destroy_srq_obj(Srq &q);
+  void release_idle_cq(Cq &c);
   void destroy_session(Session &s);
   void rebuild_lists();
   void snapshot_stats();

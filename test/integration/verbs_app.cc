@@ -1068,6 +1068,58 @@ int placement(const char *sock, int workers) {
   CHECK(S.ctx->destroy_qp(*q5) == 0 && S.ctx->destroy_qp(*q6) == 0, "destroy SRQ QPs");
   CHECK(S.ctx->destroy_srq(*srq) == 0, "destroy_srq");
 
+  // A CQ released by its last QP: cq3 is bound to w2 by its first QP (q7, whose receive CQ is
+  // cq2) and completes a SEND there; once q7 is gone, a QP on cq3 and on S.cq (bound to w1 by q1)
+  // is accepted and placed on w1 (it was EINVAL while cq3 stayed bound for life), and cq3's
+  // completions now come from w1, after the ones w2 produced.
+  std::unique_ptr<Cq> cq3;
+  REQUIRE(S.ctx->create_cq(64, &cq3) == 0, "create_cq 3");
+  auto poll_on = [&](Cq &cq, Cqe *out) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
+    while (std::chrono::steady_clock::now() < end) {
+      if (S.ctx->poll_cq(cq, out, 1) == 1) return true;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    return false;
+  };
+  auto send_on_cq3 = [&](Qp &from, Qp &to, uint64_t wr, const char *what) {
+    to_init(S, from, kRc);
+    to_init(S, to, kRc);
+    to_rtr_rts(S, from, kRc, S, to.qpn);
+    to_rtr_rts(S, to, kRc, S, from.qpn);
+    CHECK(post_recv(S, to, wr + 1, 0x40000, 64) == 0, "%s: post_recv", what);
+    CHECK(post(S, from, wr, kWrSend, 0, 64) == 0, "%s: post SEND", what);
+    Cqe sc{};
+    CHECK(poll_on(*cq3, &sc) && sc.wr_id == wr && sc.status == 0 && sc.opcode == kWcSend,
+          "%s: SEND completion on cq3: wr_id %lu status %u", what,
+          static_cast<unsigned long>(sc.wr_id), sc.status);
+    expect_cqe(S, wr + 1, 0, kWcRecv, what);
+  };
+  a.send_cq = cq3->handle;
+  a.recv_cq = cq2->handle;
+  a.srq = 0;
+  std::unique_ptr<Qp> q7;
+  REQUIRE(S.ctx->create_qp(a, &q7) == 0, "create_qp on cq3 + cq2");
+  CHECK((q7->qpn >> 16) == w2, "QP %u on cq3 + cq2 on worker %u, expected cq2's %u", q7->qpn,
+        q7->qpn >> 16, w2);
+  auto q10 = make_qp(S, kRc);
+  send_on_cq3(*q7, *q10, 40, "cq3 on its first worker");
+  CHECK(S.ctx->destroy_qp(*q7) == 0 && S.ctx->destroy_qp(*q10) == 0, "destroy q7, q10");
+  a.recv_cq = S.cq->handle;  // bound to w1 (q1)
+  std::unique_ptr<Qp> q8;
+  const int rc8 = S.ctx->create_qp(a, &q8);
+  CHECK(rc8 == 0, "QP on cq3 (its QPs gone) + S.cq: %s, expected cq3 released", std::strerror(rc8));
+  if (q8) {
+    CHECK((q8->qpn >> 16) == w1, "QP %u on released cq3 + S.cq on worker %u, expected %u", q8->qpn,
+          q8->qpn >> 16, w1);
+    auto q11 = make_qp(S, kRc);
+    send_on_cq3(*q8, *q11, 42, "cq3 bound again");
+    CHECK(S.ctx->destroy_qp(*q8) == 0 && S.ctx->destroy_qp(*q11) == 0, "destroy q8, q11");
+  }
+  CHECK(S.ctx->destroy_cq(*cq3) == 0, "destroy cq3");
+  if (rc8 == 0)
+    std::printf("ok: a CQ whose QPs are gone binds again: cq3 on worker %u, then %u\n", w2, w1);
+
   CHECK(S.ctx->destroy_qp(*q1) == 0 && S.ctx->destroy_qp(*q2) == 0, "destroy QPs");
   CHECK(S.ctx->destroy_cq(*cq2) == 0, "destroy cq2");
   std::printf("%d failure(s)\n", g_fails);

@@ -208,31 +208,12 @@ bool EthPort::allmulticast() const noexcept {
 }
 
 transport::TxBuf EthPort::tx_alloc() noexcept {
-  if (!tx_.make_room([this] { flush(); })) {  // the TX queue refused a backlog's worth
-    ++c_.tx_backpressure;
-    return {};
-  }
-  if (loop_.full()) {  // any frame may be for us: wait for rx_burst to drain the loopback queue
-    ++c_.tx_loopback_full;
-    return {};
-  }
-  rte_mbuf *m = rte_pktmbuf_alloc(pool_);
-  if (m == nullptr) {
-    ++c_.tx_alloc_fail;
-    return {};
-  }
-  return transport::TxBuf{rte_pktmbuf_mtod(m, uint8_t *), rte_pktmbuf_tailroom(m), m};
+  return alloc_tx_mbuf(tx_, loop_, pool_, c_, [this] { flush(); });
 }
 
 void EthPort::tx_commit(transport::TxBuf b, uint32_t len) noexcept {
-  auto *m = static_cast<rte_mbuf *>(b.handle);
-  if (len > b.cap || len == 0) {
-    ++c_.tx_too_long;
-    rte_pktmbuf_free(m);
-    return;
-  }
-  m->data_len = static_cast<uint16_t>(len);
-  m->pkt_len = len;
+  rte_mbuf *m = commit_tx_mbuf(b, len, c_);
+  if (m == nullptr) return;
   if (capture_ != nullptr) capture(b.data, len);
   if (is_to_self(b.data, len, mac_)) {  // same-port loopback (port/loopback.h)
     if (loop_.push(m)) {

@@ -41,6 +41,7 @@
 #include "port/eal.h"
 #include "port/gid_table.h"
 #include "port/loopback.h"
+#include "port/mbuf_tx.h"
 #include "port/nd.h"
 #include "port/tx_backlog.h"
 #include "transport/port.h"

@@ -61,11 +61,56 @@ inline constexpr uint8_t kIcrcLrh[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF
 inline constexpr uint32_t kIcrcLrhCrc = detail::crc32_bitwise(0, detail::kIcrcLrh, 8);
 static_assert(kIcrcLrhCrc == 0x2144DF1Cu);  // zlib.crc32(b"\xff" * 8)
 
-// ICRC regions (IP header to ICRC) up to this size are masked into one contiguous stack copy
-// and handed to the CRC in a single call; longer ones take two calls (masked prefix, rest).
-// Each CRC call has a fixed cost (~20 ns for ISA-L on small inputs) that outweighs copying up
-// to about 1 KB (see doc/perf.md).
+// ICRC regions (IP header to ICRC) up to this size are masked into one stack buffer and handed
+// to the CRC in a single call; longer ones take two calls (masked prefix, rest). Each CRC call
+// has a fixed cost (~20 ns for ISA-L on small inputs) that outweighs copying up to about 1 KB
+// (see doc/perf.md).
 inline constexpr size_t kIcrcOneCallMax = 1024;
+
+// ISA-L's crc32_gzip_refl folds whole 256-byte blocks in parallel but the part of a buffer
+// below 256 bytes (or the remainder after the blocks) 16 bytes at a time, one dependent step
+// each: on this machine 120 bytes took 34 ns and 256 bytes 23 ns (doc/perf.md, ICRC). The
+// one-call path therefore lays the region out at the END of a buffer whose length is a
+// multiple of 256, preceded by zeros:
+//   [ zeros ... ][ FF FF FF FF ][ masked region (len bytes) ]
+// and runs the CRC from seed 0xFFFFFFFF (zlib semantics: CRC register 0). With the register at
+// 0, zero bytes leave it at 0, so the zeros change nothing; the CRC of the 8 LRH bytes of 0xFF
+// from seed 0 passes through register 0 after its first four (a reflected CRC register XOR-ed
+// with the same four bytes is 0), so "register 0, then FF FF FF FF" is exactly the state after
+// the LRH stand-in. Same result as crc(kIcrcLrhCrc, region), checked by the unit tests against
+// the two-call form and a bitwise CRC for every length.
+// Padding costs the zero stores and the CRC of a longer buffer (a few ns), so it is used only
+// when the region leaves at least kIcrcPadFrom bytes over a multiple of 256 (below that the
+// 16-byte steps are cheaper): a 64-byte RDMA WRITE (120-byte region) is padded, a 2-byte one
+// (58 bytes) and an ACK (44 bytes) are not.
+inline constexpr size_t kIcrcBlock = 256;
+inline constexpr size_t kIcrcPadFrom = 96;
+inline constexpr uint32_t kIcrcZeroRegisterSeed = 0xFFFFFFFFu;
+
+namespace detail {
+// Copies n bytes; below 256 without a variable-length memcpy (GCC turns a bounded one into
+// `rep movsq`, whose start-up cost dominated this copy, doc/perf.md): 16-byte chunks and one
+// overlapping tail chunk; below 16 bytes, two overlapping 8- or 4-byte copies, or single bytes.
+inline void copy_short(uint8_t *dst, const uint8_t *src, size_t n) noexcept {
+  if (n >= 256) {  // long enough for `rep movsq` to pay off
+    std::memcpy(dst, src, n);
+  } else if (n >= 16) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+      std::memcpy(dst + i, src + i, 16);
+    if (i != n) std::memcpy(dst + n - 16, src + n - 16, 16);
+  } else if (n >= 8) {
+    std::memcpy(dst, src, 8);
+    std::memcpy(dst + n - 8, src + n - 8, 8);
+  } else if (n >= 4) {
+    std::memcpy(dst, src, 4);
+    std::memcpy(dst + n - 4, src + n - 4, 4);
+  } else {
+    for (size_t i = 0; i < n; ++i)
+      dst[i] = src[i];
+  }
+}
+}  // namespace detail
 
 // Copies the masked prefix of a packet starting at its IP header into `out` with the variant
 // fields set to all ones. `l3` must hold at least icrc_masked_len(ipv6) bytes.
@@ -89,11 +134,25 @@ inline void icrc_mask_headers(const uint8_t *l3, bool ipv6, uint8_t *out) noexce
 template <typename CrcFn>
 inline uint32_t icrc_compute_with(CrcFn &&crc, const uint8_t *l3, size_t len, bool ipv6) noexcept {
   const size_t n = icrc_masked_len(ipv6);
-  if (len <= kIcrcOneCallMax) {
+  if (len <= kIcrcOneCallMax && len % kIcrcBlock < kIcrcPadFrom) {
     alignas(64) uint8_t buf[kIcrcOneCallMax];
     icrc_mask_headers(l3, ipv6, buf);
-    std::memcpy(buf + n, l3 + n, len - n);
+    detail::copy_short(buf + n, l3 + n, len - n);
     return crc(kIcrcLrhCrc, buf, len);
+  }
+  if (len <= kIcrcOneCallMax) {
+    alignas(64) uint8_t buf[kIcrcOneCallMax + kIcrcBlock];
+    const size_t total = (len + 4 + kIcrcBlock - 1) & ~(kIcrcBlock - 1);
+    uint8_t *region = buf + total - len;
+    // Zeros in whole 32-byte stores from the start; the last may run into the marker and the
+    // region, which are written afterwards, and ends by total - len + 27 <= total (len >= n).
+    static constexpr uint8_t kZero[32] = {};
+    for (size_t i = 0; i < total - len - 4; i += 32)
+      std::memcpy(buf + i, kZero, 32);
+    std::memset(region - 4, 0xFF, 4);
+    icrc_mask_headers(l3, ipv6, region);
+    detail::copy_short(region + n, l3 + n, len - n);
+    return crc(kIcrcZeroRegisterSeed, buf, total);
   }
   alignas(16) uint8_t masked[Ipv6Hdr::kSize + UdpHdr::kSize + Bth::kSize];
   icrc_mask_headers(l3, ipv6, masked);

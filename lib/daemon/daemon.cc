@@ -1289,14 +1289,18 @@ bool Daemon::drain_sq(Worker &W, Qp &q) noexcept {
   const size_t avail = q.sq.peek(opt_.wqe_budget);
   uint32_t done = 0;
   bool engine_full = false;
+  // The app wrote these slots on another core: start moving their lines here, a few slots
+  // ahead of the copy (one slot ahead left the copy waiting for each line, doc/perf.md).
+  constexpr uint32_t kPrefetchAhead = 4;
+  for (uint32_t i = 0; i < kPrefetchAhead && i < avail; ++i)
+    __builtin_prefetch(q.sq.at(i));
   while (done < avail) {
     // Copy first, validate the private copy only (the app may keep writing the slot): the
     // header here, the SGEs straight into wr.sg_list (checked by the engine from there), and
     // only as many as the private header says. Inline bytes are payload, never checked: the
     // engine copies them once, at post time, from the slot itself.
     const auto *shared = static_cast<const uint8_t *>(q.sq.at(done));
-    // The app wrote these slots on another core: start moving the next one's line here.
-    if (done + 1 < avail) __builtin_prefetch(q.sq.at(done + 1));
+    if (done + kPrefetchAhead < avail) __builtin_prefetch(q.sq.at(done + kPrefetchAhead));
     abi::SendWqeHeader h;
     std::memcpy(&h, shared, sizeof h);
     bool ok = h.reserved == 0 && h.opcode <= static_cast<uint8_t>(WrOpcode::kSendWithInv) &&

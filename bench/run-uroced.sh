@@ -5,7 +5,7 @@
 #
 #   bench/run-uroced.sh [--builddir DIR] [--seconds N] [--sizes "2 64"] [--qps N]
 #                       [--tx-depth N] [--cq-mod N] [--runs N] [--no-events] [--idle-sleep US]
-#                       [--profile DIR] [--skip-raw]
+#                       [--profile DIR] [--skip-raw] [--client-cpu N]
 #
 # Per run, on the same two memif ports (A: memif server on lcore 0, B: memif client on lcore
 # 1, the same uroced configuration files, EAL --no-huge -m 256):
@@ -29,6 +29,9 @@
 # --profile DIR: `perf record -F 4000 -g` on each daemon during each client run, into
 # DIR/perf-{a,b}-RUN-SIZE.data (perf report -i FILE --no-children --sort symbol).
 # --skip-raw: no raw baseline (for profiling only; the table then has no ratios).
+# --client-cpu N: run the uroce-perf client and server pinned to CPU N (taskset), e.g. 1 = the
+# responder B's lcore, so that the requester A has lcore 0 to itself as the raw sender has
+# (default: not pinned; the scheduler spreads the client over both CPUs).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$here/build
@@ -42,6 +45,7 @@ EVENTS=-e
 IDLE=50
 PROFILE=""
 SKIPRAW=0
+CLIENTCPU=
 while [ $# -gt 0 ]; do
   case "$1" in
     --builddir) BUILD=$(cd "$2" && pwd); shift ;;
@@ -55,7 +59,8 @@ while [ $# -gt 0 ]; do
     --idle-sleep) IDLE=$2; shift ;;
     --profile) mkdir -p "$2" && PROFILE=$(cd "$2" && pwd); shift ;;
     --skip-raw) SKIPRAW=1 ;;
-    -h|--help) sed -n '3,32p' "$0"; exit 0 ;;
+    --client-cpu) CLIENTCPU=$2; shift ;;
+    -h|--help) sed -n '3,35p' "$0"; exit 0 ;;
     *) echo "run-uroced.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -159,8 +164,10 @@ for run in $(seq "$RUNS"); do
   start_daemon a; PA=$DPID
   start_daemon b; PB=$DPID
   PORT=$((20000 + (ID + run) % 20000))
+  PIN=()
+  [ -n "$CLIENTCPU" ] && PIN=(taskset -c "$CLIENTCPU")
   for size in $SIZES; do
-    timeout $((SECS + 120)) "$PERF" write_bw -d "$WORK/b.sock" -p "$PORT" >"$WORK/perf-server.log" 2>&1 &
+    timeout $((SECS + 120)) "${PIN[@]}" "$PERF" write_bw -d "$WORK/b.sock" -p "$PORT" >"$WORK/perf-server.log" 2>&1 &
     SPID=$!
     PP=()
     if [ -n "$PROFILE" ]; then
@@ -172,7 +179,7 @@ for run in $(seq "$RUNS"); do
       done
     fi
     ca0=$(cpu_of "$PA"); cb0=$(cpu_of "$PB"); t0=$(date +%s.%N)
-    out=$(timeout $((SECS + 120)) "$PERF" write_bw -d "$WORK/a.sock" -p "$PORT" -s "$size" -q "$QPS" \
+    out=$(timeout $((SECS + 120)) "${PIN[@]}" "$PERF" write_bw -d "$WORK/a.sock" -p "$PORT" -s "$size" -q "$QPS" \
       -t "$TXD" -Q "$CQMOD" -D "$SECS" $EVENTS 127.0.0.1 2>&1) || die "uroce-perf client failed: $out"
     ca1=$(cpu_of "$PA"); cb1=$(cpu_of "$PB"); t1=$(date +%s.%N)
     for p in "${PP[@]}"; do kill -INT "$p"; wait "$p"; done

@@ -144,8 +144,8 @@ void print_counters(const port::EthPort &p) {
                   port::nd_drop_str(static_cast<port::NdDrop>(i)), n.drops[i]);
 }
 
-// Capture ring of each worker >= 1 (only with daemon.pcap): at least ~10 ms of a busy lane's
-// frames at memif rates while main is descheduled (doc/uroced.md, Capture).
+// Capture ring of each worker >= 1 (only with daemon.pcap): about 16 000 frames of 1 KiB, the
+// slack for main's drain (every loop iteration) falling behind (doc/uroced.md, Capture).
 constexpr size_t kCaptureRingBytes = size_t{16} << 20;
 
 using RoceEngine = transport::Engine<port::EthPort, port::TscClock>;     // worker 0 (main)

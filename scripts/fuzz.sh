@@ -15,11 +15,13 @@ case "$secs" in
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 bdir=${FUZZ_BUILD_DIR:-$root/build-fuzz}
-targets=(parse_frame_fuzz build_parse_fuzz ctl_fuzz)
-declare -A seed_kind=([parse_frame_fuzz]=parse [build_parse_fuzz]=build)
+targets=(parse_frame_fuzz build_parse_fuzz ctl_fuzz engine_rx_fuzz)
+declare -A seed_kind=([parse_frame_fuzz]=parse [build_parse_fuzz]=build [engine_rx_fuzz]=engine)
 # Jumbo frames for the parser; the builder's input is a description, its payload a u16 length;
-# a control message is at most 4096 bytes behind its mode byte.
-declare -A max_len=([parse_frame_fuzz]=9300 [build_parse_fuzz]=4096 [ctl_fuzz]=4200)
+# a control message is at most 4096 bytes behind its mode byte; the engine's input is a few
+# frame records (MTU 1024).
+declare -A max_len=([parse_frame_fuzz]=9300 [build_parse_fuzz]=4096 [ctl_fuzz]=4200
+                    [engine_rx_fuzz]=8192)
 
 if [ ! -f "$bdir/build.ninja" ]; then
   CXX=clang++ CC=clang meson setup "$bdir" "$root" -Dfuzz=true -Db_lundef=false

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// fuzz_seed_gen {parse|build} DIR [STAMP]: writes the seeds of one fuzz target into DIR (one
+// fuzz_seed_gen {parse|build|engine} DIR [STAMP]: writes the seeds of one fuzz target into DIR (one
 // file per seed, previous seed-* files removed) and, if given, STAMP with the seed count.
 #include <cstdio>
 #include <filesystem>
@@ -12,7 +12,7 @@
 int main(int argc, char **argv) {
   namespace fs = std::filesystem;
   if (argc < 3 || argc > 4) {
-    std::fprintf(stderr, "usage: fuzz_seed_gen {parse|build} DIR [STAMP]\n");
+    std::fprintf(stderr, "usage: fuzz_seed_gen {parse|build|engine} DIR [STAMP]\n");
     return 2;
   }
   const std::string_view which = argv[1];
@@ -21,6 +21,8 @@ int main(int argc, char **argv) {
     seeds = uroce::fuzz::parse_frame_seeds();
   } else if (which == "build") {
     seeds = uroce::fuzz::build_parse_seeds();
+  } else if (which == "engine") {
+    seeds = uroce::fuzz::engine_rx_seeds();
   } else {
     std::fprintf(stderr, "fuzz_seed_gen: unknown target '%s'\n", argv[1]);
     return 2;

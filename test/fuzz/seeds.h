@@ -18,4 +18,8 @@ std::vector<Seed> parse_frame_seeds();
 // payload lengths up to 9000).
 std::vector<Seed> build_parse_seeds();
 
+// engine_rx_fuzz: records of engine_rx_fuzz.h with frames for every opcode, multi-packet
+// messages, responses / NAKs to the requests in flight and clock steps (engine_seeds.cc).
+std::vector<Seed> engine_rx_seeds();
+
 }  // namespace uroce::fuzz

@@ -163,7 +163,8 @@ Ipv4Prefix parse_ipv4_prefix(const Entry &e) {
   p.len = static_cast<uint8_t>(len);
   const uint32_t a = (uint32_t{p.addr[0]} << 24) | (uint32_t{p.addr[1]} << 16) |
                      (uint32_t{p.addr[2]} << 8) | p.addr[3];
-  if (a == 0 || p.addr[0] == 127 || p.addr[0] >= 224)
+  // 0/8 is "this network" (RFC 1122 3.2.1.3): none of it is a host's own address, not only 0.0.0.0.
+  if (p.addr[0] == 0 || p.addr[0] == 127 || p.addr[0] >= 224)
     fail_key(e, "IPv4 address '" + addr +
                     "' is not a unicast host address (0/8 any, 127/8 loopback, 224/4 multicast "
                     "and 240/4 reserved are refused)");
@@ -191,6 +192,15 @@ Ipv6Prefix parse_ipv6_prefix(const Entry &e) {
   if (std::equal(p.addr, p.addr + 12, kMapped))
     fail_key(e, "IPv6 address '" + addr + "' is IPv4-mapped: configure it with 'ipv4' instead");
   return p;
+}
+
+// True if `s` has a control character (C0, DEL): a value from --set can hold a newline, a file
+// value a CR / VT / FF in its middle.
+bool has_control(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7F;
+  });
 }
 
 bool parse_bool(const Entry &e) {
@@ -399,6 +409,7 @@ Config parse(std::string_view text, std::string_view filename,
         if (e.value.empty() || e.value[0] != '/')
           fail_key(e, "bad value '" + e.value + "' (expected an absolute path)");
         if (e.value.size() > 107) fail_key(e, "path longer than 107 bytes (sun_path limit)");
+        if (has_control(e.value)) fail_key(e, "path contains a control character");
         d.socket = e.value;
       } else if (e.key == "workers") {
         d.workers = parse_lcore_list(e);
@@ -409,6 +420,7 @@ Config parse(std::string_view text, std::string_view filename,
       } else if (e.key == "tx_desc") {
         d.tx_desc = parse_uint<uint16_t>(e, 32, 16384);
       } else if (e.key == "pcap") {
+        if (has_control(e.value)) fail_key(e, "path contains a control character");
         d.pcap = e.value;  // empty: capture off
       } else if (e.key == "idle_sleep_us") {
         d.idle_sleep_us = parse_uint<uint32_t>(e, 0, 100000);
@@ -425,8 +437,8 @@ Config parse(std::string_view text, std::string_view filename,
       PortConfig &p = *it;  // every port entry has its section (file or --set)
       if (e.key == "device") {
         if (e.value.empty()) fail_key(e, "empty value (expected a PCI address or vdev string)");
-        if (e.value.find_first_of(" \t") != std::string::npos)
-          fail_key(e, "device '" + e.value + "' contains white space");
+        if (e.value.find(' ') != std::string::npos || has_control(e.value))
+          fail_key(e, "device '" + e.value + "' contains white space or a control character");
         p.device = e.value;
         device_entry[p.name] = &e;
       } else if (e.key == "ipv4") {

@@ -134,6 +134,10 @@ TEST(Config, BadIpAddresses) {
   expect_error(head + "ipv4 = 10.0.0.1\n", {"t.conf:3", "'ipv4'", "missing prefix length"});
   expect_error(head + "ipv4 = 224.0.0.1/24\n", {"t.conf:3", "not a unicast host address"});
   expect_error(head + "ipv4 = 127.0.0.1/8\n", {"t.conf:3", "not a unicast host address"});
+  // All of 0/8, not only 0.0.0.0 (found by test/fuzz/config_fuzz).
+  expect_error(head + "ipv4 = 0.0.0.0/8\n", {"t.conf:3", "not a unicast host address"});
+  expect_error(head + "ipv4 = 0.0.0.1/8\n", {"t.conf:3", "not a unicast host address"});
+  expect_error(head + "ipv4 = 0.255.1.2/24\n", {"t.conf:3", "not a unicast host address"});
   expect_error(head + "ipv4 = 10.0.0.255/24\n", {"t.conf:3", "broadcast address"});
   expect_error(head + "ipv4 = 10.0.0.0/24\n", {"t.conf:3", "network address"});
   expect_error(head + "ipv6 = fd00::zz/64\n", {"t.conf:3", "'ipv6'", "bad IPv6 address"});
@@ -237,6 +241,16 @@ TEST(Config, OverrideErrors) {
   expect_error(kMinimal, {"--set #1", "'mtu'", "out of range"}, {"port.p0.mtu=100000"});
   expect_error(kMinimal, {"--set #1", "port.NAME.key"}, {"port.mtu=1"});
   expect_error(kMinimal, {"--set #1", "no 'device' key"}, {"port.p9.mtu=1500"});
+  // Control characters in string values (found by test/fuzz/config_fuzz: a --set value can hold
+  // a newline, a file value a CR or VT in its middle).
+  expect_error(kMinimal, {"--set #1", "'device'", "white space or a control character"},
+               {"port.p0.device=net_tap0\n[daemon]"});
+  expect_error("[port p0]\ndevice = a\tb\n", {"t.conf:2", "'device'", "white space"});
+  expect_error("[port p0]\ndevice = a\rb\n", {"t.conf:2", "'device'", "control character"});
+  expect_error("[port p0]\ndevice = a\vb\n", {"t.conf:2", "'device'", "control character"});
+  expect_error(kMinimal, {"--set #1", "'socket'", "control character"},
+               {"daemon.socket=/run/a\nb.sock"});
+  expect_error(kMinimal, {"--set #1", "'pcap'", "control character"}, {"daemon.pcap=/tmp/a\x7f"});
 }
 
 TEST(Config, LoadFileMissing) {

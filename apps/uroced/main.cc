@@ -72,8 +72,9 @@ void usage(FILE *f) {
                "\n"
                "uroced brings its ports up, builds the GID tables, sends gratuitous ARP and\n"
                "unsolicited NA, answers ARP and IPv6 neighbour solicitations, runs the RoCE v2\n"
-               "transport engine on the first port and serves apps (lib/client, the verbs\n"
-               "shim) on the control socket daemon.socket. uroce-stat prints its counters.\n"
+               "transport engine on every port (each port is one verbs device) and serves apps\n"
+               "(lib/client, the verbs shim) on one control socket per port: daemon.socket for\n"
+               "the first, port.NAME.socket for the others. uroce-stat prints its counters.\n"
                "SIGTERM or SIGINT stops it cleanly; counters are printed on exit.\n"
                "\n"
                "Exit status: 0 clean shutdown, 1 EAL/port/capture/control-socket failure, 2 bad\n"
@@ -99,8 +100,9 @@ void print_config(const config::Config &c) {
               c.daemon.rx_desc, c.daemon.tx_desc,
               c.daemon.pcap.empty() ? "(off)" : c.daemon.pcap.c_str(), c.daemon.idle_sleep_us);
   for (const config::PortConfig &p : c.ports) {
-    std::printf("port %s: device=%s mtu=%u (IB MTU %u) dscp=%u ecn=%s ibdev=%s\n", p.name.c_str(),
-                p.device.c_str(), p.mtu, p.ib_mtu(), p.dscp, p.ecn ? "on" : "off", p.ibdev.c_str());
+    std::printf("port %s: device=%s mtu=%u (IB MTU %u) dscp=%u ecn=%s ibdev=%s socket=%s\n",
+                p.name.c_str(), p.device.c_str(), p.mtu, p.ib_mtu(), p.dscp, p.ecn ? "on" : "off",
+                p.ibdev.c_str(), p.socket.c_str());
     for (const config::Ipv4Prefix &a : p.ipv4)
       std::printf("  ipv4 %s/%u\n", config::format_ipv4(a.addr).c_str(), a.len);
     for (const config::Ipv6Prefix &a : p.ipv6)
@@ -208,11 +210,19 @@ transport::Mtu mtu_enum(uint32_t bytes) {
   }
 }
 
+// The verbs device of ports[i], i >= 1 (doc/uroced.md, Ports and devices): its own engine,
+// bridge (Daemon) and control socket, all on the main lcore.
+struct PortDevice {
+  RoceEngine *engine = nullptr;
+  Daemon *daemon = nullptr;  // nullptr until the bridge exists (and again at shutdown)
+};
+
 // Everything one poll-loop iteration of the main lcore (worker 0) touches. Data path: no
-// allocation, printing, locks or exceptions. The transport engines run on ports[0]; other ports
-// only answer ARP / ND. With several workers (ho != nullptr) main polls queue 0 of ports[0]
-// (worker w polls queue w), hands RoCE frames for other workers' QPs to them, and takes the
-// frames the workers pass to it.
+// allocation, printing, locks or exceptions. Each port is one verbs device with its own engine:
+// ports[0]'s is spread over the workers; the engines of ports[1..] run here, on main, fed
+// from every RX queue of their port. With several workers (ho != nullptr) main polls queue 0
+// of ports[0] (worker w polls queue w), hands RoCE frames for other workers' QPs to them, and
+// takes the frames the workers pass to it.
 struct Loop {
   std::vector<std::unique_ptr<port::EthPort>> &ports;
   uint16_t nb_queues;
@@ -226,6 +236,7 @@ struct Loop {
   // Capture with several workers: what workers 1..n-1 captured, drained into main's file.
   util::PcapWriter *pcap = nullptr;
   std::vector<util::CaptureRing *> capture_rings;
+  std::vector<PortDevice> devices;  // devices[i - 1]: ports[i]'s device, i >= 1
 
   static constexpr uint64_t kTimerNs = 1'000'000;  // ARP/ND timers every millisecond
 
@@ -243,6 +254,8 @@ struct Loop {
     // The apps' rings first: a receive posted before a request was sent is in the engine
     // before that request's packet can be taken from the RX queue below.
     if (daemon != nullptr) work += daemon->bridge_in();
+    for (PortDevice &d : devices)
+      if (d.daemon != nullptr) work += d.daemon->bridge_in();
     // One clock read for the RX burst, taken after the bridge so that timers armed by the
     // frames start from when the burst is handled; poll() reads its own.
     const uint64_t now = clock.now_ns();
@@ -269,8 +282,13 @@ struct Loop {
         for (uint16_t q = 0; q < nq; ++q)
           work += p.rx_burst(q, to_engine, now);
       } else {
+        RoceEngine &e = *devices[i - 1].engine;
+        auto to_port_engine = [&e, now](rte_mbuf *, const uint8_t *f, uint32_t len) noexcept {
+          e.rx(f, len, now);
+          return port::RxVerdict::kAccepted;
+        };
         for (uint16_t q = 0; q < nb_queues; ++q)
-          work += p.rx_burst(q, port::NoEngine{}, now);
+          work += p.rx_burst(q, to_port_engine, now);
       }
       if (now >= next_timer) p.timers(now);
     }
@@ -288,6 +306,10 @@ struct Loop {
     if (now >= next_timer) next_timer = now + kTimerNs;
     work += engine.poll();
     if (daemon != nullptr) work += daemon->bridge_out();
+    for (PortDevice &d : devices) {
+      work += d.engine->poll();
+      if (d.daemon != nullptr) work += d.daemon->bridge_out();
+    }
     for (auto &p : ports)
       p->flush();
     if (!capture_rings.empty()) work += drain_captures();
@@ -508,7 +530,9 @@ void add_port_stats(const port::EthPort &p, std::vector<ctl::StatEntry> &v) {
 // server is polled (epoll timeout 0) every kServeEveryNs of the loop's clock (each poll is an
 // epoll_wait system call: every 64 iterations, as before, it cost ~6 % of a busy daemon,
 // doc/perf.md); when idle, that is every iteration after a nap of >= 100 us.
-void poll_loop(Loop &loop, ctl::Server &server, Daemon &daemon, uint32_t idle_sleep_us) noexcept {
+// One control server per device: servers[i] serves daemons[i].
+void poll_loop(Loop &loop, const std::vector<ctl::Server *> &servers,
+               const std::vector<Daemon *> &daemons, uint32_t idle_sleep_us) noexcept {
   constexpr unsigned kIdleSpins = 1024;
   constexpr uint64_t kServeEveryNs = 100'000;
   unsigned idle = 0;
@@ -517,7 +541,8 @@ void poll_loop(Loop &loop, ctl::Server &server, Daemon &daemon, uint32_t idle_sl
   while (!g_stop.load(std::memory_order_relaxed)) {
     const unsigned work = loop.step();
     if (loop.last_now >= next_serve) {
-      server.poll(0, daemon);
+      for (size_t i = 0; i < servers.size(); ++i)
+        servers[i]->poll(0, *daemons[i]);
       next_serve = loop.last_now + kServeEveryNs;
     }
     if (work != 0) {
@@ -679,9 +704,19 @@ int run(int argc, char **argv) {
       qengines.push_back(std::make_unique<QueueEngine>(*queues.back(), clock, c));
       engines.push_back(qengines.back().get());
     }
+    // ports[1..]: one verbs device each, its engine on main (doc/uroced.md, Ports and devices).
+    std::vector<std::unique_ptr<RoceEngine>> port_engines;
+    for (size_t i = 1; i < ports.size(); ++i) {
+      transport::EngineConfig c = ecfg;
+      c.ecn = cfg.ports[i].ecn;
+      c.seed = ecfg.seed ^ (0x9E3779B97F4A7C15ull * i);  // each device its own key tags
+      port_engines.push_back(std::make_unique<RoceEngine>(*ports[i], clock, c));
+    }
     std::unique_ptr<HandOff> handoff;
     if (nw > 1) handoff = std::make_unique<HandOff>(nw, 1024);
     Loop loop{ports, nb_queues, *engine, nullptr, clock};
+    for (auto &e : port_engines)
+      loop.devices.push_back(PortDevice{e.get(), nullptr});
     loop.ho = handoff.get();
     loop.pcap = &pcap;
     for (auto &r : capture_rings)
@@ -721,6 +756,17 @@ int run(int argc, char **argv) {
       }
     });
     loop.daemon = &daemon;
+    std::vector<std::unique_ptr<EthPortView>> port_views;
+    std::vector<std::unique_ptr<Daemon>> port_daemons;
+    for (size_t i = 1; i < ports.size(); ++i) {
+      port_views.push_back(std::make_unique<EthPortView>(*ports[i], cfg.ports[i], loop));
+      port_daemons.push_back(std::make_unique<Daemon>(*port_engines[i - 1], *port_views.back()));
+      port_daemons.back()->set_stats_hook([&ports](std::vector<ctl::StatEntry> &v) {
+        for (auto &p : ports)
+          add_port_stats(*p, v);
+      });
+      loop.devices[i - 1].daemon = port_daemons.back().get();
+    }
     std::vector<unsigned> worker_lcores;
     {
       unsigned lc = 0;
@@ -748,44 +794,68 @@ int run(int argc, char **argv) {
                               std::to_string(worker_lcores[w - 1]));
     }
     signal(SIGPIPE, SIG_IGN);
-    {
+    // One control socket per device: ports[0]'s serves `daemon`, ports[i]'s port_daemons[i - 1].
+    std::vector<std::unique_ptr<ctl::Server>> servers;
+    std::vector<ctl::Server *> server_ptrs;
+    std::vector<Daemon *> daemon_ptrs{&daemon};
+    for (auto &d : port_daemons)
+      daemon_ptrs.push_back(d.get());
+    for (size_t i = 0; i < ports.size(); ++i) {
+      const std::string &path = cfg.ports[i].socket;
       // The socket's directory (e.g. /run/uroce) is created if missing (one level).
-      const std::string dir = cfg.daemon.socket.substr(0, cfg.daemon.socket.rfind('/'));
+      const std::string dir = path.substr(0, path.rfind('/'));
       if (!dir.empty()) ::mkdir(dir.c_str(), 0755);
+      auto srv = ctl::Server::listen(path.c_str());
+      if (!srv)
+        throw port::PortError("cannot listen on control socket '" + path +
+                              "': " + std::strerror(srv.error()));
+      servers.push_back(std::move(srv.value()));
+      Daemon::register_types(servers.back()->types());
+      server_ptrs.push_back(servers.back().get());
+      if (i == 0)
+        std::printf("uroced: control socket %s\n", path.c_str());
+      else
+        std::printf("uroced: control socket %s (device %s, port %s)\n", path.c_str(),
+                    cfg.ports[i].ibdev.c_str(), ports[i]->name().c_str());
     }
-    auto srv = ctl::Server::listen(cfg.daemon.socket.c_str());
-    if (!srv)
-      throw port::PortError("cannot listen on control socket '" + cfg.daemon.socket +
-                            "': " + std::strerror(srv.error()));
-    std::unique_ptr<ctl::Server> server = std::move(srv.value());
-    Daemon::register_types(server->types());
-    std::printf("uroced: control socket %s\n", cfg.daemon.socket.c_str());
     std::printf("uroced: running on lcore %u (transport engine on port %s", rte_lcore_id(),
                 ports[0]->name().c_str());
     for (unsigned w = 1; w < nw; ++w)
       std::printf("%sworker %u on lcore %u", w == 1 ? "; " : ", ", w, worker_lcores[w - 1]);
+    for (size_t i = 1; i < ports.size(); ++i)
+      std::printf("; engine of port %s on lcore %u", ports[i]->name().c_str(), rte_lcore_id());
     std::printf(")\n");
 
-    poll_loop(loop, *server, daemon, cfg.daemon.idle_sleep_us);
+    poll_loop(loop, server_ptrs, daemon_ptrs, cfg.daemon.idle_sleep_us);
 
     std::printf("uroced: stopping\n");
     // Tell every app the daemon is going away (its next call fails with ECONNRESET), then
-    // close every connection and unlink the socket.
-    for (uint64_t id : daemon.session_ids())
-      server->send(id, ctl::make_header(ctl::kShutdown, 0), nullptr, 0);
-    server.reset();
+    // close every connection and unlink the sockets.
+    for (size_t i = 0; i < servers.size(); ++i)
+      for (uint64_t id : daemon_ptrs[i]->session_ids())
+        servers[i]->send(id, ctl::make_header(ctl::kShutdown, 0), nullptr, 0);
+    servers.clear();
+    server_ptrs.clear();
+    for (auto &d : port_daemons)
+      d->close_all();  // their engines run on main: nothing else to wait for
+    for (PortDevice &d : loop.devices)
+      d.daemon = nullptr;
     daemon.close_all();  // the workers still run: the teardown runs on them
     guard.stop();
     loop.daemon = nullptr;
     if (!capture_rings.empty()) loop.drain_captures();  // what the workers captured last
     if (handoff) handoff->drain_all();
     transport::EngineCounters ec = engine->counters();
-    for (auto &e : qengines) {
-      ec.rx_pkts += e->counters().rx_pkts;
-      ec.tx_pkts += e->counters().tx_pkts;
-      ec.tx_backpressure += e->counters().tx_backpressure;
-      ec.cq_overflows += e->counters().cq_overflows;
-    }
+    auto add_engine = [&ec](const transport::EngineCounters &c) {
+      ec.rx_pkts += c.rx_pkts;
+      ec.tx_pkts += c.tx_pkts;
+      ec.tx_backpressure += c.tx_backpressure;
+      ec.cq_overflows += c.cq_overflows;
+    };
+    for (auto &e : port_engines)
+      add_engine(e->counters());
+    for (auto &e : qengines)
+      add_engine(e->counters());
     std::printf("engine counters: rx_pkts=%lu tx_pkts=%lu tx_backpressure=%lu cq_overflows=%lu\n",
                 ec.rx_pkts, ec.tx_pkts, ec.tx_backpressure, ec.cq_overflows);
     if (!wloops.empty()) {

@@ -64,9 +64,9 @@ constexpr KeyInfo kEalKeys[] = {{"args", true}};
 constexpr KeyInfo kDaemonKeys[] = {{"socket", false},       {"workers", false}, {"mbufs", false},
                                    {"rx_desc", false},      {"tx_desc", false}, {"pcap", false},
                                    {"idle_sleep_us", false}};
-constexpr KeyInfo kPortKeys[] = {{"device", false}, {"ipv4", true},    {"ipv6", true},
-                                 {"mtu", false},    {"dscp", false},   {"ecn", false},
-                                 {"ibdev", false},  {"gateway", false}};
+constexpr KeyInfo kPortKeys[] = {{"device", false}, {"ipv4", true},     {"ipv6", true},
+                                 {"mtu", false},    {"dscp", false},    {"ecn", false},
+                                 {"ibdev", false},  {"gateway", false}, {"socket", false}};
 
 const KeyInfo *find_key(std::string_view section, std::string_view key) {
   auto look = [&](auto &tbl) -> const KeyInfo * {
@@ -201,6 +201,15 @@ bool has_control(std::string_view s) {
     const auto u = static_cast<unsigned char>(c);
     return u < 0x20 || u == 0x7F;
   });
+}
+
+// A Unix socket path: absolute, within sun_path (107 bytes and the NUL).
+std::string parse_socket_path(const Entry &e) {
+  if (e.value.empty() || e.value[0] != '/')
+    fail_key(e, "bad value '" + e.value + "' (expected an absolute path)");
+  if (e.value.size() > 107) fail_key(e, "path longer than 107 bytes (sun_path limit)");
+  if (has_control(e.value)) fail_key(e, "path contains a control character");
+  return e.value;
 }
 
 bool parse_bool(const Entry &e) {
@@ -392,7 +401,7 @@ Config parse(std::string_view text, std::string_view filename,
     p.where = ps.where;
     cfg.ports.push_back(std::move(p));
   }
-  std::map<std::string, const Entry *> mtu_entry, device_entry, ibdev_entry;
+  std::map<std::string, const Entry *> mtu_entry, device_entry, ibdev_entry, socket_entry;
   for (const Entry &e : entries) {
     if (e.section == "eal") {  // args
       std::istringstream in(e.value);
@@ -406,11 +415,7 @@ Config parse(std::string_view text, std::string_view filename,
     } else if (e.section == "daemon") {
       DaemonConfig &d = cfg.daemon;
       if (e.key == "socket") {
-        if (e.value.empty() || e.value[0] != '/')
-          fail_key(e, "bad value '" + e.value + "' (expected an absolute path)");
-        if (e.value.size() > 107) fail_key(e, "path longer than 107 bytes (sun_path limit)");
-        if (has_control(e.value)) fail_key(e, "path contains a control character");
-        d.socket = e.value;
+        d.socket = parse_socket_path(e);
       } else if (e.key == "workers") {
         d.workers = parse_lcore_list(e);
       } else if (e.key == "mbufs") {
@@ -461,6 +466,9 @@ Config parse(std::string_view text, std::string_view filename,
           fail_key(e, "bad device name '" + e.value + "' (1-63 characters of A-Z a-z 0-9 _ -)");
         p.ibdev = e.value;
         ibdev_entry[p.name] = &e;
+      } else if (e.key == "socket") {
+        p.socket = parse_socket_path(e);
+        socket_entry[p.name] = &e;
       } else if (e.key == "gateway") {
         fail_key(e,
                  "routing through a gateway is not supported: uroced reaches peers on the same "
@@ -475,6 +483,21 @@ Config parse(std::string_view text, std::string_view filename,
   for (size_t i = 0; i < cfg.ports.size(); ++i) {
     PortConfig &pm = cfg.ports[i];
     if (pm.ibdev.empty()) pm.ibdev = "uroce" + std::to_string(i);
+    if (pm.socket.empty())
+      pm.socket = i == 0 ? cfg.daemon.socket : cfg.daemon.socket + "." + pm.ibdev;
+  }
+  // One control socket per port (device), none shared.
+  std::map<std::string, std::string> socket_owner;
+  for (const PortConfig &p : cfg.ports) {
+    const Entry *se = socket_entry[p.name];
+    const std::string where = se ? se->where : p.where;
+    if (p.socket.size() > 107)
+      fail(where, "control socket of [port " + p.name + "] '" + p.socket +
+                      "' is longer than 107 bytes (sun_path limit; set its 'socket' key)");
+    auto [sit, sfresh] = socket_owner.emplace(p.socket, p.name);
+    if (!sfresh)
+      fail(where, "control socket '" + p.socket + "' of [port " + p.name +
+                      "] is already the socket of port '" + sit->second + "'");
   }
   for (const PortConfig &p : cfg.ports) {
     auto [iit, ifresh] = ibdev_owner.emplace(p.ibdev, p.where);

@@ -44,6 +44,9 @@ struct PortConfig {
   uint8_t dscp = 0;
   bool ecn = true;
   std::string ibdev;  // verbs device name (ibv_get_device_name); default uroce<N>, N = port index
+  // Control socket of this port's verbs device (each port is one device, as rxe makes one per
+  // netdev). Default: daemon.socket for the first port, daemon.socket + "." + ibdev for others.
+  std::string socket;
   std::string where;  // where the section was opened, for later error messages
 
   bool device_is_pci() const;  // "0000:03:00.0" or "03:00.0"

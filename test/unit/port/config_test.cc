@@ -92,7 +92,29 @@ TEST(Config, ValuesAndDefaults) {
   EXPECT_TRUE(c.ports[1].ecn);       // default
   EXPECT_EQ(c.ports[0].ibdev, "roce_a");
   EXPECT_EQ(c.ports[1].ibdev, "uroce1");  // default: uroce<port index>
+  // One control socket per port (device): daemon.socket for the first, + "." + ibdev after.
+  EXPECT_EQ(c.ports[0].socket, c.daemon.socket);
+  EXPECT_EQ(c.ports[1].socket, c.daemon.socket + ".uroce1");
   EXPECT_TRUE(c.eal_args.empty());
+}
+
+TEST(Config, PortSockets) {
+  // daemon.socket given after the ports still sets their defaults; an explicit port socket wins.
+  const Config c = parse(
+      "[port a]\ndevice = x\n[port b]\ndevice = y\nibdev = rb\n[port c]\ndevice = z\n"
+      "socket = /tmp/c.sock\n[daemon]\nsocket = /tmp/u.sock\n",
+      "t.conf");
+  ASSERT_EQ(c.ports.size(), 3u);
+  EXPECT_EQ(c.ports[0].socket, "/tmp/u.sock");
+  EXPECT_EQ(c.ports[1].socket, "/tmp/u.sock.rb");
+  EXPECT_EQ(c.ports[2].socket, "/tmp/c.sock");
+  expect_error("[port a]\ndevice = x\nsocket = rel.sock\n", {"t.conf:3", "'socket'", "absolute"});
+  expect_error("[port a]\ndevice = x\n[port b]\ndevice = y\nsocket = /run/uroce/uroced.sock\n",
+               {"t.conf:5", "'/run/uroce/uroced.sock'", "already the socket of port 'a'"});
+  // The default of a second port must fit sun_path too.
+  expect_error("[daemon]\nsocket = /" + std::string(100, 's') +
+                   "\n[port a]\ndevice = x\n[port b]\ndevice = y\n",
+               {"t.conf:5", "[port b]", "longer than 107 bytes"});
 }
 
 TEST(Config, IbMtuAsRxe) {

@@ -19,7 +19,7 @@ expect() {  # expect NAME WANT_RC PATTERN -- command...
   fi
 }
 CLEAN=(env -u LD_LIBRARY_PATH -u LD_PRELOAD)
-expect "--help names the transport engine and the control socket" 0 "transport engine on the first port" -- "${CLEAN[@]}" "$UROCED" --help
+expect "--help names the transport engine and the control socket" 0 "transport engine on every port" -- "${CLEAN[@]}" "$UROCED" --help
 expect "--help lists the exit codes" 0 "Exit status: 0 clean shutdown" -- "${CLEAN[@]}" "$UROCED" --help
 expect "--version" 0 "^uroced [0-9]+\.[0-9]+\.[0-9]+$" -- "${CLEAN[@]}" "$UROCED" --version
 expect "--check of the sample" 0 "port p0: device=net_memif0.*mtu=1500 \(IB MTU 1024\)" -- \

@@ -40,7 +40,7 @@ bool name_chars(std::string_view s, size_t max) {
 }
 
 void check_accepted(const Config &c) {
-  std::set<std::string> names, devices, ibdevs, addrs;
+  std::set<std::string> names, devices, ibdevs, addrs, sockets;
   for (const std::string &a : c.eal_args) {
     FUZZ_CHECK(!a.empty());
     FUZZ_CHECK(a.find_first_of(" \t\r\n") == std::string::npos);
@@ -53,6 +53,9 @@ void check_accepted(const Config &c) {
     FUZZ_CHECK(devices.insert(p.device).second);
     FUZZ_CHECK(name_chars(p.ibdev, 63));
     FUZZ_CHECK(ibdevs.insert(p.ibdev).second);
+    // one control socket per port, none shared, each a usable sun_path
+    FUZZ_CHECK(!p.socket.empty() && p.socket[0] == '/' && p.socket.size() <= 107);
+    FUZZ_CHECK(sockets.insert(p.socket).second);
     FUZZ_CHECK(p.mtu >= config::kMinMtu && p.mtu <= config::kMaxMtu);
     FUZZ_CHECK(p.ib_mtu() >= 256 && p.ib_mtu() <= 4096);
     FUZZ_CHECK(p.dscp <= 63);
@@ -98,7 +101,7 @@ std::string write_back(const Config &c) {
   for (const config::PortConfig &p : c.ports) {
     t += "[port " + p.name + "]\ndevice = " + p.device + "\nmtu = " + std::to_string(p.mtu) +
          "\ndscp = " + std::to_string(p.dscp) + "\necn = " + (p.ecn ? "on" : "off") +
-         "\nibdev = " + p.ibdev + "\n";
+         "\nibdev = " + p.ibdev + "\nsocket = " + p.socket + "\n";
     for (const config::Ipv4Prefix &a : p.ipv4)
       t += "ipv4 = " + config::format_ipv4(a.addr) + "/" + std::to_string(a.len) + "\n";
     for (const config::Ipv6Prefix &a : p.ipv6)
@@ -117,7 +120,8 @@ bool same(const Config &a, const Config &b) {
   for (size_t i = 0; i < a.ports.size(); ++i) {
     const config::PortConfig &p = a.ports[i], &q = b.ports[i];
     if (p.name != q.name || p.device != q.device || p.ipv4 != q.ipv4 || p.ipv6 != q.ipv6 ||
-        p.mtu != q.mtu || p.dscp != q.dscp || p.ecn != q.ecn || p.ibdev != q.ibdev)
+        p.mtu != q.mtu || p.dscp != q.dscp || p.ecn != q.ecn || p.ibdev != q.ibdev ||
+        p.socket != q.socket)
       return false;
   }
   return true;

@@ -55,3 +55,18 @@ stop_uroced() {
     fail "uroced $d: exit $rc"
   fi
 }
+
+# start_uroced UROCED CONF LOG: starts uroced in the background (without LD_LIBRARY_PATH /
+# LD_PRELOAD: it refuses a non-system libibverbs) and waits up to 60 s for "uroced: running".
+# Sets UROCED_PID (also when it did not come up, so that the caller's cleanup stops it);
+# returns 1 if it exited or did not come up.
+start_uroced() {
+  env -u LD_LIBRARY_PATH -u LD_PRELOAD "$1" -c "$2" >"$3" 2>&1 &
+  UROCED_PID=$!
+  for _ in $(seq 600); do
+    grep -q "uroced: running" "$3" 2>/dev/null && return 0
+    kill -0 "$UROCED_PID" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}

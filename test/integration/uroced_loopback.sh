@@ -47,14 +47,9 @@ idle_sleep_us = 50
 device = net_null0,no-rx=1
 ipv4 = 10.80.0.1/24
 EOF
-env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced.conf" >"$WORK/uroced.log" 2>&1 &
-PID_D=$!
-for _ in $(seq 600); do
-  grep -q "uroced: running" "$WORK/uroced.log" 2>/dev/null && break
-  kill -0 "$PID_D" 2>/dev/null || break
-  sleep 0.1
-done
-grep -q "uroced: running" "$WORK/uroced.log" || { fail "uroced did not come up: $(tail -5 "$WORK/uroced.log")"; exit 1; }
+start_uroced "$UROCED" "$WORK/uroced.conf" "$WORK/uroced.log"; rc=$?
+PID_D=$UROCED_PID
+[ $rc -eq 0 ] || { fail "uroced did not come up: $(tail -5 "$WORK/uroced.log")"; exit 1; }
 pass "uroced on net_null (no-rx: nothing sent comes back through the port), pid $PID_D"
 # Its idle naps must not overrun by Linux's default 50 us timer slack (apps/uroced/main.cc).
 slack=$(cat "/proc/$PID_D/timerslack_ns" 2>/dev/null)

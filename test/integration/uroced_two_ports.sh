@@ -54,14 +54,9 @@ ipv4 = 10.86.0.1/24
 device = net_memif1,role=client,socket=$WORK/memif.sock,id=0
 ipv4 = 10.86.0.2/24
 EOF
-env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced.conf" >"$WORK/uroced.log" 2>&1 &
-PID_D=$!
-for _ in $(seq 600); do
-  grep -q "uroced: running" "$WORK/uroced.log" 2>/dev/null && break
-  kill -0 "$PID_D" 2>/dev/null || break
-  sleep 0.1
-done
-grep -q "uroced: running" "$WORK/uroced.log" || { fail "uroced did not come up: $(tail -5 "$WORK/uroced.log")"; exit 1; }
+start_uroced "$UROCED" "$WORK/uroced.conf" "$WORK/uroced.log"; rc=$?
+PID_D=$UROCED_PID
+[ $rc -eq 0 ] || { fail "uroced did not come up: $(tail -5 "$WORK/uroced.log")"; exit 1; }
 pass "uroced with two memif ports joined to each other, pid $PID_D"
 
 # --- 1. one control socket per device

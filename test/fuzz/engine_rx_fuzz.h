@@ -7,7 +7,7 @@
 //   1 RC RTS on the SRQ, requester with a READ (2 response packets) and a FETCH_ADD outstanding
 //   2 UC RTS, own RQ, one SEND sent
 //   3 UD RTS (Q_Key kUdQkey), own RQ, one SEND sent
-//   4 RC RTR (receives, no requester)
+//   4 RC RTR (receives, no requester), no receive WQEs (RNR NAKs)
 //   5 RC INIT (drops everything)
 //   6 RC ERR (was RTS, receives flushed)
 // Peer QPNs: kPeerQpnBase + index. Path MTU 1024.

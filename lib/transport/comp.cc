@@ -51,6 +51,14 @@ constexpr WcStatus nak_status(uint8_t code) noexcept {
   }
 }
 
+// Whether a READ or atomic is among the WQEs posted and not completed (a bounded walk of the
+// SQ; only on a rewind, never per packet).
+bool rd_atomic_posted(Qp &qp) noexcept {
+  for (uint32_t c = qp.sq.tail(); c != qp.sq.head(); ++c)
+    if (is_rd_atomic(qp.sq.at(c).opcode)) return true;
+  return false;
+}
+
 // A loss (local ACK timeout, sequence NAK, implied NAK) while `in_flight` PSNs were
 // outstanding: from now on at most `min_window` PSNs in flight (doc/transport.md, "Loss
 // window"). The level to grow back to is what was in flight at the first loss; a loss inside
@@ -58,10 +66,14 @@ constexpr WcStatus nak_status(uint8_t code) noexcept {
 void loss_window_cut(Qp &qp, uint32_t min_window) noexcept {
   if (min_window == 0) return;
   if (qp.window != 0 && qp.retry_started) {
-    // The window brought no progress since the last rewind (the peer's ACKs can point past PSNs
-    // it holds back, e.g. beyond a READ that must be resent first): resend everything again,
-    // as without the window.
-    qp.window = qp.window_target = 0;
+    // A second rewind without progress since the last one. Only a READ or atomic can make the
+    // window itself the obstacle: the peer's ACK then points past a READ that the window holds
+    // back and must be resent first, and such an ACK moves nothing (req_skip_to): resend
+    // everything again, as without the window. With SENDs / WRITEs only, the peer is just
+    // slow (or the resent frames were lost again): keep the window, as TCP keeps a small
+    // window after a second timeout, instead of piling another full burst of duplicates onto
+    // a peer that has not worked through the first one (doc/interop.md).
+    if (rd_atomic_posted(qp)) qp.window = qp.window_target = 0;
     return;
   }
   const uint32_t in_flight = static_cast<uint32_t>(psn_diff(qp.req_psn, qp.comp_psn));

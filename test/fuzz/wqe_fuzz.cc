@@ -9,16 +9,17 @@
 // a CQ and a bystander RC QP in RTS with receives posted. Per input: a new RC QP in RTS, then
 // records:
 //   kind u8 (bit 0: receive ring, else send ring; bit 1: point every SGE slot at the MR: its
-//   lkey, its base + addr % its size; bit 2: send opcode := (kind >> 4) % 11), then one slot
-//   of the ring's slot size.
-// A send slot goes in with Context::post_send_raw; a receive slot is written into the RQ and
-// rung with a valid post_recv behind it. Then the rings are waited for (bounded) and the QP is
-// destroyed.
+//   lkey, its base + addr % its size; bit 2: send opcode := (kind >> 4) % 11; bit 3 with bit 0:
+//   the SRQ's ring instead of the RQ), then one slot of the ring's slot size.
+// A send slot goes in with Context::post_send_raw; a receive slot is written into the RQ (SRQ)
+// and rung with a valid post_recv (post_srq_recv) behind it. Then the rings are waited for
+// (bounded) and the QP and a new SRQ (max_wr 128, max_sge 3) made for the input are destroyed.
 // Checked: no crash / sanitizer report in the daemon, the engine or the client; no CQE names the
 // bystander QP, every CQE has a valid status and opcode; the bystander QP is still
 // in RTS; the daemon consumes every slot (no hang) within the bound.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -217,20 +218,26 @@ Env &env() {
   return *e;
 }
 
-bool ring_drained(client::Qp &q) {
-  return q.sq.free_slots() == q.sq.capacity() && q.rq.free_slots() == q.rq.capacity();
+bool ring_drained(client::Qp &q, client::Srq &srq) {
+  return q.sq.free_slots() == q.sq.capacity() && q.rq.free_slots() == q.rq.capacity() &&
+         srq.ring.free_slots() == srq.ring.capacity();
 }
 
 void run_one(const uint8_t *data, size_t size) {
   Env &e = env();
   std::unique_ptr<client::Qp> q = e.make_rts_qp();
+  const ctl::CreateSrqPayload sa{e.pd, 128, 3, 0};
+  std::unique_ptr<client::Srq> srq;
+  FUZZ_CHECK(e.ctx->create_srq(sa, &srq) == 0);
   ByteReader in(data, size);
   const uint32_t ss = q->caps.sq.slot_size, rs = q->caps.rq.slot_size;
-  std::vector<uint8_t> slot(std::max(ss, rs));
+  const uint32_t srs = srq->caps.ring.slot_size;
+  std::vector<uint8_t> slot(std::max({ss, rs, srs}));
   for (size_t r = 0; r < kMaxRecords && in.remaining() > 0; ++r) {
     const uint8_t kind = in.u8();
     const bool recv = kind & 1;
-    const uint32_t n = recv ? rs : ss;
+    const bool to_srq = recv && (kind & 8);
+    const uint32_t n = to_srq ? srs : recv ? rs : ss;
     std::fill(slot.begin(), slot.end(), 0);
     in.bytes(slot.data(), n);
     const size_t sge_off = recv ? sizeof(abi::RecvWqeHeader) : sizeof(abi::SendWqeHeader);
@@ -246,7 +253,21 @@ void run_one(const uint8_t *data, size_t size) {
     client::Qp &qp = *q;
     for (int i = 0; i < 2000 && (recv ? qp.rq.free_slots() < 2 : qp.sq.free_slots() < 1); ++i)
       std::this_thread::sleep_for(std::chrono::microseconds(50));
-    if (recv) {
+    if (to_srq) {
+      for (int i = 0; i < 2000 && srq->ring.free_slots() < 2; ++i)
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (srq->ring.free_slots() < 2) break;
+      FUZZ_CHECK(srq->ring.reserve(1) == 1);
+      std::memcpy(srq->ring.slot(0), slot.data(), srs);
+      srq->ring.commit(1);
+      const abi::Sge sge{e.mr.addr, 64, e.mr.lkey};
+      client::RecvWr rw;
+      rw.wr_id = 0xC0 + r;
+      rw.sg_list = &sge;
+      rw.num_sge = 1;
+      const int rc = e.ctx->post_srq_recv(*srq, rw);
+      FUZZ_CHECK(rc == 0 || rc == ENOMEM);
+    } else if (recv) {
       if (qp.rq.free_slots() < 2) break;
       // The raw slot, then a valid receive behind it that rings the doorbell.
       FUZZ_CHECK(qp.rq.reserve(1) == 1);
@@ -267,7 +288,7 @@ void run_one(const uint8_t *data, size_t size) {
   }
   // Every slot is consumed within the bound (no hang), completions name only this QP.
   bool drained = false;
-  for (int i = 0; i < 4000 && !(drained = ring_drained(*q)); ++i) {
+  for (int i = 0; i < 4000 && !(drained = ring_drained(*q, *srq)); ++i) {
     e.check_cqes();
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
@@ -277,6 +298,9 @@ void run_one(const uint8_t *data, size_t size) {
   }
   e.check_cqes();
   FUZZ_CHECK(e.ctx->destroy_qp(*q) == 0);
+  FUZZ_CHECK(e.ctx->destroy_srq(*srq) == 0);
+  std::vector<ctl::AsyncEventEntry> events;  // SRQ_ERR for bad SRQ WQEs: read and dropped
+  FUZZ_CHECK(e.ctx->get_async_events(&events) == 0);
   e.check_cqes();
   ctl::QueryQpReply qr{};
   FUZZ_CHECK(e.ctx->query_qp(*e.bystander, &qr) == 0);

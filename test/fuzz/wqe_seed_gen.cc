@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Writes the seed corpus of wqe_fuzz (record layout in wqe_fuzz.cc): well-formed send WQEs of
-// every opcode (SGEs pointed into the MR by the kind byte), inline sends, receive WQEs, and a few
-// broken ones (bad opcode, too many SGEs, reserved bits set).
+// every opcode (SGEs pointed into the MR by the kind byte), inline sends, RQ and SRQ receive
+// WQEs, and a few broken ones (bad opcode, too many SGEs, reserved bits set).
 // Usage: wqe_seed_gen OUTDIR STAMP
 #include <algorithm>
 #include <cstdio>
@@ -44,8 +44,8 @@ void send_rec(Seed *s, uint8_t opcode, uint32_t num_sge, uint16_t inline_len,
   s->insert(s->end(), slot, slot + kSendSlot);
 }
 
-void recv_rec(Seed *s, uint32_t num_sge, uint32_t reserved = 0) {
-  s->push_back(3);  // receive ring, first SGE into the MR
+void recv_rec(Seed *s, uint32_t num_sge, uint32_t reserved = 0, bool srq = false) {
+  s->push_back(srq ? 0x0B : 3);  // receive (shared receive) ring, SGEs into the MR
   unsigned char slot[kRecvSlot] = {};
   const uroce::abi::RecvWqeHeader h{0x6000 + num_sge, num_sge, reserved};
   std::memcpy(slot, &h, sizeof h);
@@ -78,6 +78,12 @@ int main(int argc, char **argv) {
   recv_rec(&s, 1);
   recv_rec(&s, 3);
   recv_rec(&s, 0);
+  seeds.push_back(s);
+  s.clear();
+  recv_rec(&s, 1, 0, true);  // SRQ: good, too many SGEs, reserved set, good
+  recv_rec(&s, 9, 0, true);
+  recv_rec(&s, 1, 5, true);
+  recv_rec(&s, 3, 0, true);
   seeds.push_back(s);
   s.clear();
   send_rec(&s, 0x55, 1, 0);  // no such opcode

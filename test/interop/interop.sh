@@ -507,8 +507,8 @@ EOF
 # UROCE_INTEROP_SHIM_1500 / _4200 / _LOSS replace a scenario's list (pts-TEST: uroce as server
 # only).
 SHIM_1500=${UROCE_INTEROP_SHIM_1500:-pt-write_bw:65536 pt-read_bw:65536 pt-send_bw:65536 pt-atomic_bw:8 pt-write_lat:64 pt-send_lat:64 pt-read_lat:64 pt-atomic_lat:8 shim-rc:4096 shim-ud:1024}
-SHIM_4200=${UROCE_INTEROP_SHIM_4200:-pt-write_bw:65536 pt-send_bw:65536 shim-rc:10000}
-SHIM_LOSS=${UROCE_INTEROP_SHIM_LOSS:-pt-write_bw:65536 shim-rc:4096}
+SHIM_4200=${UROCE_INTEROP_SHIM_4200:-pt-write_bw:65536 pt-read_bw:65536 pt-send_bw:65536 pt-atomic_bw:8 pt-write_lat:64 pt-send_lat:64 pt-read_lat:64 pt-atomic_lat:8 shim-rc:10000 shim-ud:4096}
+SHIM_LOSS=${UROCE_INTEROP_SHIM_LOSS:-pt-write_bw:65536 pt-read_bw:65536 pt-send_bw:65536 pt-atomic_bw:8 shim-rc:4096}
 # The pingpong runs with rxe_peer on the host side (an empty value leaves them out).
 PP_1500=${UROCE_INTEROP_PP_1500-rc:4096 rc:1 uc:3000 ud:1024}
 PP_4200=${UROCE_INTEROP_PP_4200-rc:10000 uc:9000 ud:4096}

@@ -70,3 +70,18 @@ start_uroced() {
   done
   return 1
 }
+
+# verbs_app_run APP SOCK_A SOCK_B WHAT: `APP run SOCK_A SOCK_B` (verbs_app: every operation
+# between a context on each socket, data checked; at most 300 s), its output shown indented;
+# passes as WHAT when it exits 0 with "0 failure(s)".
+verbs_app_run() {
+  local out rc
+  out=$(timeout 300 "$1" run "$2" "$3" 2>&1)
+  rc=$?
+  echo "$out" | sed 's/^/  app: /'
+  if [ $rc -eq 0 ] && grep -q "^0 failure(s)" <<<"$out"; then
+    pass "$4"
+  else
+    fail "$4: verbs_app run exit $rc"
+  fi
+}

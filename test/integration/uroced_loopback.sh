@@ -60,13 +60,7 @@ stat() {  # stat KEY -> value (empty if absent)
 }
 
 # --- 1. both contexts on the one daemon
-out=$(timeout 300 "$APP" run "$SOCK" "$SOCK" 2>&1); rc=$?
-echo "$out" | sed 's/^/  app: /'
-if [ $rc -eq 0 ] && grep -q "^0 failure(s)" <<<"$out"; then
-  pass "verbs_app run with both ends on one uroced: every operation"
-else
-  fail "verbs_app run SOCK SOCK: exit $rc"
-fi
+verbs_app_run "$APP" "$SOCK" "$SOCK" "verbs_app run with both ends on one uroced: every operation"
 
 # --- 2. two app processes on the one daemon
 mkdir "$WORK/rv"

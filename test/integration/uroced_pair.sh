@@ -127,13 +127,7 @@ else
 fi
 
 # --- 1. the verbs operations (memif link-up and ARP happen on the first modify_qp)
-out=$(timeout 300 "$APP" run "$SOCK_A" "$SOCK_B" 2>&1); rc=$?
-echo "$out" | sed 's/^/  app: /'
-if [ $rc -eq 0 ] && grep -q "^0 failure(s)" <<<"$out"; then
-  pass "verbs_app run: every operation between the two daemons"
-else
-  fail "verbs_app run: exit $rc"
-fi
+verbs_app_run "$APP" "$SOCK_A" "$SOCK_B" "verbs_app run: every operation between the two daemons"
 
 # --- 1a. two apps in two processes, one on each daemon (rendezvous through files)
 mkdir "$WORK/rv"

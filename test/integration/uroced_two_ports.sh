@@ -73,13 +73,7 @@ stat() {  # stat SOCK KEY -> value (empty if absent)
 }
 
 # --- 2. an app on each device (verbs_app waits for the path: ARP over the memif link)
-out=$(timeout 300 "$APP" run "$SOCK0" "$SOCK1" 2>&1); rc=$?
-echo "$out" | sed 's/^/  app: /'
-if [ $rc -eq 0 ] && grep -q "^0 failure(s)" <<<"$out"; then
-  pass "verbs_app run between device uroce0 (port p0) and uroce1 (port p1): every operation"
-else
-  fail "verbs_app run SOCK0 SOCK1: exit $rc"
-fi
+verbs_app_run "$APP" "$SOCK0" "$SOCK1" "verbs_app run between device uroce0 (port p0) and uroce1 (port p1): every operation"
 
 # --- 3. counters: the traffic crossed the link both ways, as RoCE, to each port's engine
 for p in p0 p1; do

@@ -89,40 +89,62 @@ bool opcode_ok(uint32_t op) {
   }
 }
 
+// One ibv_send_wr as the client library's WR; 0 or EINVAL.
+int to_client_wr(const ibv_qp *qp, const ibv_send_wr *wr, client::SendWr *out) {
+  client::SendWr &w = *out;
+  w = client::SendWr{};
+  w.wr_id = wr->wr_id;
+  const uint32_t op = raw_opcode(wr);
+  w.opcode = static_cast<uint8_t>(op);
+  w.send_flags = wr->send_flags;
+  w.sg_list = reinterpret_cast<const abi::Sge *>(wr->sg_list);
+  w.num_sge = wr->num_sge < 0 ? ~0u : static_cast<uint32_t>(wr->num_sge);
+  w.imm_data = wr->imm_data;
+  if (!opcode_ok(op) || wr->num_sge < 0 || (wr->num_sge != 0 && wr->sg_list == nullptr))
+    return EINVAL;
+  if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+    w.remote_addr = wr->wr.atomic.remote_addr;
+    w.rkey = wr->wr.atomic.rkey;
+    w.compare_add = wr->wr.atomic.compare_add;
+    w.swap = wr->wr.atomic.swap;
+  } else if (qp->qp_type == IBV_QPT_UD) {
+    if (wr->wr.ud.ah == nullptr || wr->wr.ud.ah->context != qp->context)
+      return EINVAL;  // an AH of another context: its handle means nothing to this daemon
+    w.ah = reinterpret_cast<Ah *>(wr->wr.ud.ah)->handle;
+    w.remote_qpn = wr->wr.ud.remote_qpn;
+    w.remote_qkey = wr->wr.ud.remote_qkey;
+  } else {
+    w.remote_addr = wr->wr.rdma.remote_addr;
+    w.rkey = wr->wr.rdma.rkey;
+  }
+  return 0;
+}
+
+// A chain goes to the client library in lists of up to kPostBatch WRs: one publish of the SQ's
+// producer index and at most one doorbell per list, not per WR. WRs before a bad one are posted
+// (as rdma-core providers do) and *bad names the first WR not posted.
 int op_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
+  constexpr size_t kPostBatch = 16;
   Qp *q = qp_of(qp);
   Context *c = q->ctx;
   std::lock_guard<Spin> g(c->post_mu);
-  for (; wr; wr = wr->next) {
-    client::SendWr w;
-    w.wr_id = wr->wr_id;
-    const uint32_t op = raw_opcode(wr);
-    w.opcode = static_cast<uint8_t>(op);
-    w.send_flags = wr->send_flags;
-    w.sg_list = reinterpret_cast<const abi::Sge *>(wr->sg_list);
-    w.num_sge = wr->num_sge < 0 ? ~0u : static_cast<uint32_t>(wr->num_sge);
-    w.imm_data = wr->imm_data;
-    int rc = opcode_ok(op) && wr->num_sge >= 0 && (wr->num_sge == 0 || wr->sg_list) ? 0 : EINVAL;
-    if (rc == 0) {
-      if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-        w.remote_addr = wr->wr.atomic.remote_addr;
-        w.rkey = wr->wr.atomic.rkey;
-        w.compare_add = wr->wr.atomic.compare_add;
-        w.swap = wr->wr.atomic.swap;
-      } else if (qp->qp_type == IBV_QPT_UD) {
-        if (wr->wr.ud.ah == nullptr || wr->wr.ud.ah->context != qp->context) {
-          rc = EINVAL;  // an AH of another context: its handle means nothing to this daemon
-        } else {
-          w.ah = reinterpret_cast<Ah *>(wr->wr.ud.ah)->handle;
-          w.remote_qpn = wr->wr.ud.remote_qpn;
-          w.remote_qkey = wr->wr.ud.remote_qkey;
-        }
-      } else {
-        w.remote_addr = wr->wr.rdma.remote_addr;
-        w.rkey = wr->wr.rdma.rkey;
-      }
+  while (wr) {
+    client::SendWr w[kPostBatch];
+    ibv_send_wr *from[kPostBatch];
+    size_t n = 0;
+    int rc = 0;
+    for (; wr && n < kPostBatch; wr = wr->next) {
+      from[n] = wr;
+      rc = to_client_wr(qp, wr, &w[n]);
+      if (rc) break;
+      ++n;
     }
-    if (rc == 0) rc = c->cli->post_send(*q->c, w);
+    size_t posted = 0;
+    const int prc = n ? c->cli->post_send_list(*q->c, w, n, &posted) : 0;
+    if (prc) {
+      if (bad) *bad = from[posted];
+      return prc;
+    }
     if (rc) {
       if (bad) *bad = wr;
       return rc;

@@ -150,6 +150,10 @@ class Context {
   // 0, ENOMEM (ring full), EINVAL (too many SGEs / inline bytes for the QP's slot class, or
   // a QP state that cannot post).
   int post_send(Qp &qp, const SendWr &wr) noexcept;
+  // wrs[0..n) in order, published together (one store of the ring's producer index, at most one
+  // doorbell): ibv_post_send of a chain. *posted = how many went in; returns 0, or the error of
+  // wrs[*posted] (EINVAL as post_send, ENOMEM when the ring is full); those before it are posted.
+  int post_send_list(Qp &qp, const SendWr *wrs, size_t n, size_t *posted) noexcept;
   int post_recv(Qp &qp, const RecvWr &wr) noexcept;
   int post_srq_recv(Srq &srq, const RecvWr &wr) noexcept;
   // Test hook: writes `slot` (the QP's slot size, any bytes) into the SQ as the next WQE and

@@ -910,6 +910,49 @@ TEST_F(Verbs, BadPostArguments) {
   }
 }
 
+// A chain longer than the shim's post batch (16 WRs go to the ring at once) with a bad WR in
+// its second batch: the 25 WRs before it are posted and complete in order, *bad names the bad
+// one, nothing after it is posted.
+TEST_F(Verbs, LongChainStopsAtTheFirstBadWr) {
+  pair();
+  ibv_sge s[40];
+  std::vector<ibv_send_wr> chain(40);
+  for (size_t i = 0; i < chain.size(); ++i) {
+    s[i] = sge_a(8 * i, 8);
+    ibv_send_wr &w = chain[i];
+    w = ibv_send_wr{};
+    w.wr_id = 200 + i;
+    w.opcode = IBV_WR_RDMA_WRITE;
+    w.sg_list = &s[i];
+    w.num_sge = 1;
+    w.send_flags = IBV_SEND_SIGNALED;
+    w.wr.rdma.remote_addr = b.addr(8 * i);
+    w.wr.rdma.rkey = b.mr->rkey;
+    w.next = i + 1 < chain.size() ? &chain[i + 1] : nullptr;
+  }
+  chain[25].opcode = static_cast<ibv_wr_opcode>(77);
+  ibv_send_wr *bad = nullptr;
+  EXPECT_EQ(ibv_post_send(qa, chain.data(), &bad), EINVAL);
+  EXPECT_EQ(bad, &chain[25]);
+  for (uint64_t i = 0; i < 25; ++i) {
+    ibv_wc wc;
+    ASSERT_TRUE(poll_one(a.cq, &wc)) << "completion " << i;
+    EXPECT_EQ(wc.wr_id, 200 + i);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  }
+  EXPECT_TRUE(cq_empty_for(a.cq, 200));
+  // The whole chain minus the bad WR, posted again in one call, all goes through.
+  chain[24].next = &chain[26];
+  EXPECT_EQ(ibv_post_send(qa, &chain[10], &bad), 0);
+  for (uint64_t i = 10; i < 40; ++i) {
+    if (i == 25) continue;
+    ibv_wc wc;
+    ASSERT_TRUE(poll_one(a.cq, &wc)) << "completion " << i;
+    EXPECT_EQ(wc.wr_id, 200 + i);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  }
+}
+
 // ---- SRQ -------------------------------------------------------------------------------------
 
 TEST_F(Verbs, SrqSharedByTwoQpsAndLimitEvent) {

@@ -335,6 +335,7 @@ class Side {
     if (o_.kind == Kind::kBw) {
       std::printf(" TX depth        : %u\n", o_.tx_depth);
       std::printf(" CQ Moderation   : %u\n", o_.cq_mod);
+      if (o_.post_list > 1) std::printf(" Post List       : %u\n", o_.post_list);
     }
     if (o_.verb == Verb::kSend) std::printf(" RX depth        : %u\n", rx_depth);
     if (o_.kind == Kind::kBw)
@@ -446,6 +447,31 @@ bool run_bw(Side &s, uint64_t size, BwResult *r) {
     unsig[q] = signal ? 0 : unsig[q] + 1;
     return 0;
   };
+  // -l: lists of post_list WRs, one post_send_list call each (perftest --post_list); the
+  // signaled WR ends a list (cq_mod is a multiple of post_list, options.cc).
+  const uint32_t plist = o.post_list;
+  std::vector<Sge> lsge(plist);
+  std::vector<SendWr> lwr(plist);
+  auto post_list = [&](uint32_t q) -> int {
+    uint64_t u = unsig[q];
+    for (uint32_t i = 0; i < plist; ++i) {
+      make_wr(s, q, posted[q] + i, size, &lsge[i], &lwr[i]);
+      const bool signal = u + 1 >= o.cq_mod || posted[q] + i + 1 == target;
+      if (signal) {
+        lwr[i].send_flags |= kSignaled;
+        lwr[i].wr_id = (uint64_t{q} << 32) | (u + 1);
+        u = 0;
+      } else {
+        ++u;
+      }
+    }
+    size_t n = 0;
+    const int rc = s.ctx->post_send_list(*s.qps[q], lwr.data(), plist, &n);
+    for (size_t i = 0; i < n; ++i)  // what went in, even if the rest did not
+      unsig[q] = (lwr[i].send_flags & kSignaled) ? 0 : unsig[q] + 1;
+    posted[q] += n;
+    return rc;
+  };
   for (;;) {
     const uint64_t now = now_ns();
     if (t_stop != 0 && !stop && now >= t_stop) {
@@ -462,7 +488,13 @@ bool run_bw(Side &s, uint64_t size, BwResult *r) {
     bool all_posted = stop || target != UINT64_MAX;
     if (!stop) {
       for (uint32_t q = 0; q < nq; ++q) {
-        while (posted[q] - done[q] < o.tx_depth && posted[q] < target) {
+        while (plist > 1 && posted[q] - done[q] + plist <= o.tx_depth &&
+               posted[q] + plist <= target) {
+          const int rc = post_list(q);
+          if (rc == ENOMEM) break;
+          if (rc != 0) return s.fail(std::string("post_send: ") + std::strerror(rc));
+        }
+        while (plist == 1 && posted[q] - done[q] < o.tx_depth && posted[q] < target) {
           const bool signal = unsig[q] + 1 >= o.cq_mod || posted[q] + 1 == target;
           const int rc = post(q, signal);
           if (rc == ENOMEM) break;

@@ -79,6 +79,8 @@ void print_usage() {
       "  -t, --tx-depth N        outstanding WRs per QP (bw 128, lat 1; 1 .. %u)\n"
       "  -r, --rx-depth N        receive WRs per QP, send tests (512; 1 .. %u)\n"
       "  -Q, --cq-mod N          one signaled WR every N, bw tests (100; at most tx-depth)\n"
+      "  -l, --post_list N       bw tests: post lists of N WRs, one call each (1; 1 .. 1024;\n"
+      "                          -Q defaults to N and must be a multiple of it, -n too)\n"
       "  -D, --duration SECS     run for SECS seconds instead of -n (bw tests)\n"
       "  -p, --port PORT         TCP port of the out-of-band exchange (default 18515)\n"
       "  -x, --gid-index N       local GID index (default: the first IPv4-mapped GID)\n"
@@ -109,6 +111,7 @@ int parse_options(int argc, char **argv, Options *o, std::string *err) {
       {"tx-depth", required_argument, nullptr, 't'},
       {"rx-depth", required_argument, nullptr, 'r'},
       {"cq-mod", required_argument, nullptr, 'Q'},
+      {"post_list", required_argument, nullptr, 'l'},
       {"duration", required_argument, nullptr, 'D'},
       {"port", required_argument, nullptr, 'p'},
       {"ib-dev", required_argument, nullptr, 'd'},
@@ -153,7 +156,8 @@ int parse_options(int argc, char **argv, Options *o, std::string *err) {
     *err = std::string("invalid value '") + (optarg ? optarg : "") + "' for " + flag + ": " + what;
     return 2;
   };
-  while ((c = getopt_long(n, args, ":s:an:q:t:r:Q:D:p:d:x:m:I:c:A:FeT:hV", kLong, nullptr)) != -1) {
+  while ((c = getopt_long(n, args, ":s:an:q:t:r:Q:l:D:p:d:x:m:I:c:A:FeT:hV", kLong, nullptr)) !=
+         -1) {
     switch (c) {
       case 's':
         if (!number(optarg, 1, kMaxSize, &v)) return bad("-s/--size", "1 .. 8388608 bytes");
@@ -185,6 +189,10 @@ int parse_options(int argc, char **argv, Options *o, std::string *err) {
         if (!number(optarg, 1, 1024, &v)) return bad("-Q/--cq-mod", "1 .. 1024");
         o->cq_mod = static_cast<uint32_t>(v);
         cq_mod_set = true;
+        break;
+      case 'l':
+        if (!number(optarg, 1, 1024, &v)) return bad("-l/--post_list", "1 .. 1024");
+        o->post_list = static_cast<uint32_t>(v);
         break;
       case 'D':
         if (!number(optarg, 1, 3600, &v)) return bad("-D/--duration", "1 .. 3600 seconds");
@@ -314,6 +322,10 @@ int parse_options(int argc, char **argv, Options *o, std::string *err) {
     *err = "-e is supported by the bw tests only";
     return 2;
   }
+  if (!bw && o->post_list != 1) {
+    *err = "-l/--post_list is supported by the bw tests only";
+    return 2;
+  }
   if (!bw && tx_set && o->tx_depth != 1) {
     *err = "latency tests have one outstanding WR (-t 1)";
     return 2;
@@ -322,6 +334,24 @@ int parse_options(int argc, char **argv, Options *o, std::string *err) {
   if (o->iters == 0) o->iters = bw ? 5000 : 1000;
   if (o->tx_depth == 0) o->tx_depth = bw ? 128 : 1;
   if (!bw) o->cq_mod = 1;
+  if (o->post_list > 1) {
+    // perftest: the CQ moderation is the list size unless -Q says otherwise; here the signaled
+    // WR must also end a list, so -Q is a multiple of it, and so is -n (whole lists).
+    if (!cq_mod_set) o->cq_mod = o->post_list;
+    if (o->cq_mod % o->post_list != 0) {
+      *err = "-Q/--cq-mod must be a multiple of -l/--post_list";
+      return 2;
+    }
+    if (o->post_list > o->tx_depth) {
+      *err = "-l/--post_list must not exceed the tx depth (-t)";
+      return 2;
+    }
+    if (!iters_set) o->iters = (o->iters + o->post_list - 1) / o->post_list * o->post_list;
+    if (o->duration == 0 && o->iters % o->post_list != 0) {
+      *err = "-n/--iters must be a multiple of -l/--post_list";
+      return 2;
+    }
+  }
   if (o->cq_mod > o->tx_depth) {
     if (cq_mod_set) {
       *err = "-Q/--cq-mod must not exceed the tx depth (-t)";

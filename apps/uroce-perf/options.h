@@ -32,11 +32,12 @@ struct Options {
   uint32_t qps = 1;
   uint32_t tx_depth = 0;  // defaults: bw 128, lat 1
   uint32_t rx_depth = 512;
-  uint32_t cq_mod = 100;  // bw: one signaled WR every cq_mod
-  uint32_t duration = 0;  // seconds; 0: iterations
-  int gid_index = -1;     // -1: the first IPv4-mapped GID, else 0
-  uint32_t mtu = 0;       // 0: the port's active MTU
-  int inline_size = -1;   // -1: perftest's defaults (bw 0; write_lat 220, send_lat 236)
+  uint32_t cq_mod = 100;   // bw: one signaled WR every cq_mod
+  uint32_t post_list = 1;  // bw: WRs per post call (perftest --post_list)
+  uint32_t duration = 0;   // seconds; 0: iterations
+  int gid_index = -1;      // -1: the first IPv4-mapped GID, else 0
+  uint32_t mtu = 0;        // 0: the port's active MTU
+  int inline_size = -1;    // -1: perftest's defaults (bw 0; write_lat 220, send_lat 236)
   bool report_gbits = false;
   bool loopback = false;   // server and client in this process, over one uroced
   bool check = false;      // verify the data (doc/uroce-perf.md)

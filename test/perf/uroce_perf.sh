@@ -121,6 +121,8 @@ check_bw "atomic_bw --loopback" 1000 1 -- "$PERF" atomic_bw --loopback -d "$S" -
 check_bw "atomic_bw CMP_AND_SWAP --loopback" 500 1 -- "$PERF" atomic_bw --loopback -d "$S" -n 500 -A CMP_AND_SWAP --check
 check_bw "write_bw -a --loopback (2 .. 8 MB)" 5 23 -- "$PERF" write_bw --loopback -d "$S" -a -n 5 -t 4 -Q 1 --check
 check_bw "write_bw -D 1 --report_gbits --loopback" - 1 -- "$PERF" write_bw --loopback -d "$S" -s 512 -D 1 --report_gbits --check
+check_bw "write_bw -l 8 (post lists) --loopback -q 2" 1000 1 -- "$PERF" write_bw --loopback -d "$S" -q 2 -s 64 -n 1000 -t 64 -l 8 -Q 40 --check
+check_bw "send_bw -l 4 (post lists) -e --loopback" 1000 1 -- "$PERF" send_bw --loopback -d "$S" -s 100 -n 1000 -t 32 -l 4 -r 64 -e --check
 check_bw "write_bw -e (completion events) --loopback -q 2" 1000 1 -- "$PERF" write_bw --loopback -d "$S" -q 2 -s 64 -n 1000 -t 128 -Q 32 -e --check
 for t in write_lat read_lat send_lat atomic_lat; do
   check_lat "$t --loopback" 100 -- "$PERF" $t --loopback -d "$S" -n 100 --check

@@ -46,6 +46,11 @@ expect "-D on a latency test" 2 "-D is supported by the bw tests only" -- "$PERF
 expect "several QPs on a latency test" 2 "latency tests use one QP" -- "$PERF" send_lat -q 2
 expect "-e on a latency test" 2 "-e is supported by the bw tests only" -- "$PERF" write_lat -e
 expect "cq-mod above tx depth" 2 "must not exceed the tx depth" -- "$PERF" write_bw -t 16 -Q 32
+expect "post list out of range" 2 "invalid value '0' for -l/--post_list" -- "$PERF" write_bw -l 0
+expect "post list on a latency test" 2 "-l/--post_list is supported by the bw tests only" -- "$PERF" write_lat -l 4
+expect "cq-mod not a multiple of the post list" 2 "must be a multiple of -l/--post_list" -- "$PERF" write_bw -l 4 -Q 6
+expect "post list above tx depth" 2 "-l/--post_list must not exceed the tx depth" -- "$PERF" write_bw -l 32 -t 16
+expect "iterations not whole lists" 2 "-n/--iters must be a multiple of -l/--post_list" -- "$PERF" write_bw -l 4 -n 10
 expect "--loopback with a server" 2 "--loopback runs both sides here" -- "$PERF" write_bw --loopback host
 expect "two servers" 2 "unexpected argument 'b'" -- "$PERF" write_bw a b
 expect "-T and a test" 2 "the test is given twice" -- "$PERF" write_bw -T read_bw

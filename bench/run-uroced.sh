@@ -4,8 +4,8 @@
 # on memif, one worker lcore: >= 50 % of the raw memif packet rate, same run").
 #
 #   bench/run-uroced.sh [--builddir DIR] [--seconds N] [--sizes "2 64"] [--qps N]
-#                       [--tx-depth N] [--cq-mod N] [--runs N] [--no-events] [--idle-sleep US]
-#                       [--profile DIR] [--skip-raw] [--client-cpu N]
+#                       [--tx-depth N] [--cq-mod N] [--post-list N] [--runs N] [--no-events]
+#                       [--idle-sleep US] [--profile DIR] [--skip-raw] [--client-cpu N]
 #
 # Per run, on the same two memif ports (A: memif server on lcore 0, B: memif client on lcore
 # 1, the same uroced configuration files, EAL --no-huge -m 256):
@@ -26,9 +26,12 @@
 # the two daemons have the two cores nearly to themselves; --no-events makes it busy-poll.
 # --idle-sleep sets daemon.idle_sleep_us (default 50: a daemon naps only after 1024 idle
 # iterations, never while traffic flows).
-# --profile DIR: `perf record -F 4000 -g` on each daemon during each client run, into
-# DIR/perf-{a,b}-RUN-SIZE.data (perf report -i FILE --no-children --sort symbol).
+# --profile DIR: `perf record -F 4000 -g` on each daemon and the client during each client run,
+# into DIR/perf-{a,b,client}-RUN-SIZE.data (perf report -i FILE --no-children --sort symbol).
 # --skip-raw: no raw baseline (for profiling only; the table then has no ratios).
+# --post-list N: the client posts lists of N WRs, one post call each (uroce-perf -l, perftest's
+# --post_list); default 1.
+# The client's own CPU seconds (bash's time) are printed with the daemons'.
 # --client-cpu N: run the uroce-perf client and server pinned to CPU N (taskset), e.g. 1 = the
 # responder B's lcore, so that the requester A has lcore 0 to itself as the raw sender has
 # (default: not pinned; the scheduler spreads the client over both CPUs).
@@ -40,6 +43,7 @@ SIZES="2 64"
 QPS=4
 TXD=2048
 CQMOD=256
+PLIST=1
 RUNS=1
 EVENTS=-e
 IDLE=50
@@ -54,13 +58,14 @@ while [ $# -gt 0 ]; do
     --qps) QPS=$2; shift ;;
     --tx-depth) TXD=$2; shift ;;
     --cq-mod) CQMOD=$2; shift ;;
+    --post-list) PLIST=$2; shift ;;
     --runs) RUNS=$2; shift ;;
     --no-events) EVENTS="" ;;
     --idle-sleep) IDLE=$2; shift ;;
     --profile) mkdir -p "$2" && PROFILE=$(cd "$2" && pwd); shift ;;
     --skip-raw) SKIPRAW=1 ;;
     --client-cpu) CLIENTCPU=$2; shift ;;
-    -h|--help) sed -n '3,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,37p' "$0"; exit 0 ;;
     *) echo "run-uroced.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -179,13 +184,20 @@ for run in $(seq "$RUNS"); do
       done
     fi
     ca0=$(cpu_of "$PA"); cb0=$(cpu_of "$PB"); t0=$(date +%s.%N)
-    out=$(timeout $((SECS + 120)) "${PIN[@]}" "$PERF" write_bw -d "$WORK/a.sock" -p "$PORT" -s "$size" -q "$QPS" \
-      -t "$TXD" -Q "$CQMOD" -D "$SECS" $EVENTS 127.0.0.1 2>&1) || die "uroce-perf client failed: $out"
+    # bash's time: the client's user + system CPU seconds (it shares the two cores)
+    TIMEFORMAT='%U %S'
+    PREC=()
+    [ -n "$PROFILE" ] && PREC=(perf record -q -F 4000 -g -o "$PROFILE/perf-client-$run-$size.data" --)
+    { time timeout $((SECS + 120)) "${PIN[@]}" "${PREC[@]}" "$PERF" write_bw -d "$WORK/a.sock" -p "$PORT" \
+        -s "$size" -q "$QPS" -t "$TXD" -Q "$CQMOD" -l "$PLIST" -D "$SECS" $EVENTS 127.0.0.1 \
+        >"$WORK/client.out" 2>&1; } 2>"$WORK/client-time" \
+      || die "uroce-perf client failed: $(cat "$WORK/client.out")"
+    out=$(cat "$WORK/client.out")
     ca1=$(cpu_of "$PA"); cb1=$(cpu_of "$PB"); t1=$(date +%s.%N)
     for p in "${PP[@]}"; do kill -INT "$p"; wait "$p"; done
     wait "$SPID" || die "uroce-perf server failed: $(cat "$WORK/perf-server.log")"
     row=$(awk '/#bytes +#iterations/ { getline; print; exit }' <<<"$out")
-    echo "run $run uroce-perf write_bw -s $size -q $QPS -t $TXD -Q $CQMOD -D $SECS $EVENTS:$row"
+    echo "run $run uroce-perf write_bw -s $size -q $QPS -t $TXD -Q $CQMOD -l $PLIST -D $SECS $EVENTS:$row"
     read -r _ iters _ _ mpps <<<"$row"
     msgs=$((iters * QPS))
     # msg/s wall, CPU s of A and B, msgs per CPU s of the busier daemon
@@ -193,7 +205,8 @@ for run in $(seq "$RUNS"); do
       -v b0="$cb0" -v b1="$cb1" 'BEGIN {
         ca = a1 - a0; cb = b1 - b0; c = (ca > cb ? ca : cb)
         printf "%.0f %.2f %.2f %.0f", mpps * 1e6, ca, cb, (c > 0 ? m / c : 0) }')"
-    echo "run $run uroced CPU seconds: A $ca, B $cb, over $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s of the client run; $msgs messages"
+    cc=$(awk '{ printf "%.2f", $1 + $2 }' "$WORK/client-time")
+    echo "run $run uroced CPU seconds: A $ca, B $cb, client $cc, over $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s of the client run; $msgs messages"
     RESULTS+=("$run $size $raw_pps $raw_cpu $wm $cr $raw_share")
   done
   cleanup

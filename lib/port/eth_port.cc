@@ -25,7 +25,7 @@ uint64_t realtime_ns() noexcept {
 
 EthPort::EthPort(const config::PortConfig &pc, const config::DaemonConfig &dc, rte_mempool *pool,
                  uint16_t nb_queues, const NeighParams &neigh)
-    : name_(pc.name), pool_(pool) {
+    : name_(pc.name), pool_(pool), stash_(pool) {
   port_id_ = port_id_of(pc);
   try {
     setup(pc, dc, nb_queues, neigh);
@@ -165,6 +165,7 @@ void EthPort::stop() noexcept {
     for (size_t n; (n = loop_.pop(m, kBurst)) != 0;)
       rte_pktmbuf_free_bulk(m, static_cast<unsigned>(n));
   }
+  stash_.release();
   rte_eth_dev_close(port_id_);
   closed_ = true;
 }
@@ -208,7 +209,7 @@ bool EthPort::allmulticast() const noexcept {
 }
 
 transport::TxBuf EthPort::tx_alloc() noexcept {
-  return alloc_tx_mbuf(tx_, loop_, pool_, c_, [this] { flush(); });
+  return alloc_tx_mbuf(tx_, loop_, stash_, c_, [this] { flush(); });
 }
 
 void EthPort::tx_commit(transport::TxBuf b, uint32_t len) noexcept {

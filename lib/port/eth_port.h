@@ -95,6 +95,9 @@ class EthPort {
   transport::TxBuf tx_alloc() noexcept;
   void tx_commit(transport::TxBuf b, uint32_t len) noexcept;
   void tx_abort(transport::TxBuf b) noexcept;
+  // TX mbufs taken from the pool and not handed out yet (mbuf_tx.h MbufStash; tests count
+  // them with the pool's free ones).
+  unsigned tx_mbufs_held() const noexcept { return stash_.held(); }
   // Offers the TX backlog to the TX queue (rte_eth_tx_burst), oldest first; what it refuses
   // stays queued for the next flush (each frame counted once in tx_deferred). Returns the
   // number of frames the queue took.
@@ -172,6 +175,7 @@ class EthPort {
   bool started_ = false;
   bool closed_ = false;
   rte_mempool *pool_ = nullptr;
+  MbufStash stash_;  // TX mbufs, a burst at a time (mbuf_tx.h)
   uint8_t mac_[6] = {};
   GidTable gids_;
   std::optional<Arp> arp_;

@@ -13,11 +13,41 @@
 
 namespace uroce::port {
 
+// TX mbufs taken from the pool a burst at a time (one rte_pktmbuf_alloc_bulk per kSize frames
+// instead of one rte_pktmbuf_alloc each; mbufs come out reset, as from rte_pktmbuf_alloc).
+// When the pool has fewer than kSize left, one at a time: a frame is refused only when the
+// pool is empty. release() gives back what is held (port stop, destructor).
+class MbufStash {
+ public:
+  static constexpr unsigned kSize = 32;
+  explicit MbufStash(rte_mempool *pool) noexcept : pool_(pool) {}
+  ~MbufStash() { release(); }
+  MbufStash(const MbufStash &) = delete;
+  MbufStash &operator=(const MbufStash &) = delete;
+  rte_mbuf *get() noexcept {
+    if (n_ == 0) {
+      if (rte_pktmbuf_alloc_bulk(pool_, m_, kSize) != 0) return rte_pktmbuf_alloc(pool_);
+      n_ = kSize;
+    }
+    return m_[--n_];
+  }
+  void release() noexcept {
+    if (n_ != 0) rte_pktmbuf_free_bulk(m_, n_);
+    n_ = 0;
+  }
+  unsigned held() const noexcept { return n_; }
+
+ private:
+  rte_mempool *pool_;
+  rte_mbuf *m_[kSize];
+  unsigned n_ = 0;
+};
+
 // tx_alloc: room in the TX backlog (after one flush() if it was full; else tx_backpressure),
 // room in the loopback queue (any frame may be for our own MAC; else tx_loopback_full), an mbuf
-// from the pool (else tx_alloc_fail). An empty TxBuf is back-pressure for the engine.
+// from the stash or the pool (else tx_alloc_fail). An empty TxBuf is back-pressure for the engine.
 template <class Backlog, class Loopback, class Counters, class Flush>
-transport::TxBuf alloc_tx_mbuf(Backlog &tx, const Loopback &loop, rte_mempool *pool, Counters &c,
+transport::TxBuf alloc_tx_mbuf(Backlog &tx, const Loopback &loop, MbufStash &stash, Counters &c,
                                Flush &&flush) noexcept {
   if (!tx.make_room(flush)) {  // the TX queue refused a backlog's worth
     ++c.tx_backpressure;
@@ -27,7 +57,7 @@ transport::TxBuf alloc_tx_mbuf(Backlog &tx, const Loopback &loop, rte_mempool *p
     ++c.tx_loopback_full;
     return {};
   }
-  rte_mbuf *m = rte_pktmbuf_alloc(pool);
+  rte_mbuf *m = stash.get();
   if (m == nullptr) {
     ++c.tx_alloc_fail;
     return {};

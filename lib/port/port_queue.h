@@ -48,7 +48,7 @@ class PortQueue {
   static constexpr size_t kTxBacklog = 512;
 
   PortQueue(uint16_t port_id, uint16_t queue, rte_mempool *pool, const uint8_t mac[6]) noexcept
-      : port_id_(port_id), queue_(queue), pool_(pool) {
+      : port_id_(port_id), queue_(queue), pool_(pool), stash_(pool) {
     for (int i = 0; i < 6; ++i)
       mac_[i] = mac[i];
   }
@@ -65,7 +65,7 @@ class PortQueue {
 
   // --- transport::TxPort ---
   transport::TxBuf tx_alloc() noexcept {
-    return alloc_tx_mbuf(tx_, loop_, pool_, c_, [this] { flush(); });
+    return alloc_tx_mbuf(tx_, loop_, stash_, c_, [this] { flush(); });
   }
   void tx_commit(transport::TxBuf b, uint32_t len) noexcept {
     rte_mbuf *m = commit_tx_mbuf(b, len, c_);
@@ -135,6 +135,7 @@ class PortQueue {
   uint16_t port_id_;
   uint16_t queue_;
   rte_mempool *pool_;
+  MbufStash stash_;  // TX mbufs, a burst at a time (mbuf_tx.h)
   uint8_t mac_[6];
   LoopbackQueue<rte_mbuf, 1024> loop_;
   TxBacklog<rte_mbuf, kTxBacklog> tx_;

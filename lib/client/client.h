@@ -160,6 +160,9 @@ class Context {
   // rings the doorbell, without validation, so tests can show what the daemon does with a
   // corrupt WQE. Never used by the verbs shim.
   int post_send_raw(Qp &qp, const void *slot) noexcept;
+  // Test hook: the session's doorbell ring (app -> daemon), so tests can push doorbells naming
+  // any QPN and kind, or rewrite its producer index. Never used by the verbs shim.
+  shm::RingProducer &doorbell_ring_for_test() noexcept { return db_; }
   // Up to n completions; returns how many.
   int poll_cq(Cq &cq, abi::Cqe *out, int n) noexcept;
   // Arms the CQ: the next (solicited-only: next receive or error) completion writes the eventfd.

@@ -20,7 +20,7 @@ declare -A seed_kind=([parse_frame_fuzz]=parse [build_parse_fuzz]=build [engine_
 # Jumbo frames for the parser; the builder's input is a description, its payload a u16 length;
 # a control message is at most 4096 bytes behind its mode byte; the engine's input is a few
 # frame records (MTU 1024); a config file is text with a few overrides; WQE records are a kind
-# byte and a 64..512-byte slot each.
+# byte and a 64..512-byte slot each (or 8 bytes: a ring index, a doorbell).
 declare -A max_len=([parse_frame_fuzz]=9300 [build_parse_fuzz]=4096 [ctl_fuzz]=4200
                     [engine_rx_fuzz]=8192 [config_fuzz]=4096 [wqe_fuzz]=4096)
 

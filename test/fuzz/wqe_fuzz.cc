@@ -29,7 +29,9 @@
 //     - (v & 255) (behind); bit 7: then a raw doorbell for that ring (SQ / RQ / SRQ).
 //   3 doorbell, pushed raw into the session's doorbell ring: then u32 qpn, u32 kind. Bits 2-4
 //     whom it names: 0 the QP, 1 A, 2 B (another session's), 3 the SRQ, 4 the bystander's
-//     SRQ, 5-7 qpn as is; bits 5-6 its kind: 0 SQ, 1 RQ, 2-3 kind as is.
+//     SRQ, 5-7 qpn as is; bits 5-6 its kind: 0 SQ, 1 RQ, 2-3 kind as is. With a named object
+//     and kind 0 / 1, the daemon must refuse it (bridge.bad_doorbells + 1) exactly when it is
+//     not the session's own QP / SRQ.
 // After the records: raw doorbells for every ring whose index was rewritten, so the daemon
 // looks at the last value.
 // Checked: no crash / sanitizer report in the daemon, the engine or the client; no CQE of the
@@ -389,6 +391,16 @@ void check_cqes(Session &s, const Env &e) {
   }
 }
 
+// A daemon counter (uroce-stat's name).
+uint64_t stat(Session &s, const char *name) {
+  std::vector<ctl::StatEntry> v;
+  FUZZ_CHECK(s.ctx->stats(&v) == 0);
+  for (const ctl::StatEntry &x : v)
+    if (std::strncmp(x.name, name, sizeof x.name) == 0) return x.value;
+  std::fprintf(stderr, "wqe_fuzz: no counter %s\n", name);
+  std::abort();
+}
+
 // Pushes a doorbell into the session's ring (bounded wait while the daemon empties it); false
 // if the ring stays full or its handle is corrupt (its index was rewritten).
 bool push_doorbell(Session &s, uint32_t qpn, uint32_t kind) {
@@ -554,7 +566,24 @@ void run_one(const uint8_t *data, size_t size) {
       }
       const unsigned k = (kind >> 5) & 3;
       if (k < 2) dkind = k == 0 ? abi::kDoorbellSq : abi::kDoorbellRq;
-      (void)push_doorbell(s, qpn, dkind);
+      const unsigned whom = (kind >> 2) & 7;
+      // A doorbell of a known kind naming a known object: the daemon refuses exactly those
+      // that are not this session's own QP / SRQ (bridge.bad_doorbells + 1), with the ring
+      // empty before and after so no other doorbell is counted meanwhile.
+      shm::RingProducer &db = s.ctx->doorbell_ring_for_test();
+      auto db_empty = [&] { return db.free_slots() == db.capacity(); };
+      const bool counted = k < 2 && whom <= 4 && !tampered[4];
+      uint64_t bad_before = 0;
+      if (counted) {
+        wait_until(db_empty, "the daemon left doorbells in the ring");
+        bad_before = stat(s, "bridge.bad_doorbells");
+      }
+      if (push_doorbell(s, qpn, dkind) && counted) {
+        wait_until(db_empty, "the daemon left doorbells in the ring");
+        const bool foreign =
+            whom == 1 || whom == 2 || whom == 4 || (whom == 3 && dkind == abi::kDoorbellSq);
+        FUZZ_CHECK(stat(s, "bridge.bad_doorbells") == bad_before + (foreign ? 1 : 0));
+      }
       check_cqes(s, e);
       continue;
     }

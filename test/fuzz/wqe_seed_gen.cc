@@ -179,6 +179,18 @@ int main(int argc, char **argv) {
       }
     }
   }
+  // More receives than the engine's RQ (max_recv_wr 16) holds on an RC QP nothing sends to;
+  // an SRQ claimed full twice (valid stale WQEs beyond its max_wr 128): backpressure.
+  s = with_setup(kRc);
+  for (int i = 0; i < 12; ++i)
+    recv_rec(&s, 1);
+  seeds.push_back(s);
+  s = with_setup(kUd);
+  recv_rec(&s, 1, 0, true);
+  index_rec(&s, kSrq, kOverSize, 0, true);
+  index_rec(&s, kSrq, kOverSize, 0, true);
+  index_rec(&s, kSrq, kOverSize, 1, true);
+  seeds.push_back(s);
   // Rewritten without a doorbell, then put back (a producer that jumps and returns).
   s = with_setup(kRc);
   index_rec(&s, kSq, kOverSize, 1, false);

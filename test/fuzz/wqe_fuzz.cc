@@ -43,7 +43,9 @@
 // index left more than the ring's size ahead always ends with the QP in ERR (SRQ_ERR). Except:
 // a receive ring may wait behind a full engine queue once the daemon has taken the queue's
 // depth from it (backpressure; the daemon reads the index again when it gets there). A ring
-// record with bit 7 waits for that before the input goes on; the session's async events name
+// record with bit 7 waits for that before the input goes on, and when it rewrote an empty ring
+// for the first time, the daemon took at most a ring's worth from the new value (more claimed:
+// the QP in ERR / SRQ_ERR); the session's async events name
 // only its own objects. After every input the bystander session is untouched and still works:
 // A's SEND to B and WRITE into B's MR complete with success within 5 s, B gets the SEND, A and
 // B are in RTS, and the bystander session has no async event.
@@ -529,11 +531,23 @@ void run_one(const uint8_t *data, size_t size) {
   };
   // After the daemon has looked at a rewritten index: one left more than the ring's size ahead
   // can only have ended in ERR (SRQ_ERR).
-  auto check_rewritten = [&](unsigned w) {
+  // failed: the QP in ERR (SRQ_ERR for the SRQ).
+  auto failed = [&](unsigned w) { return w == 2 ? srq_err : qp_state() == kErr; };
+  // idle: the ring was empty, never rewritten before, with consumer index cons_before, when
+  // the input wrote nv: the daemon's cached producer index was its consumer index then, so
+  // what it does next depends on nv alone.
+  auto check_rewritten = [&](unsigned w, bool idle, uint64_t cons_before, uint64_t nv) {
     wait_until([&] { return ring_settled(w); },
                "the daemon neither consumed a rewritten ring nor failed its QP / SRQ");
-    if (too_far(w) && !(backlog(w) && !consumed(w)))
-      FUZZ_CHECK(w == 2 ? srq_err : qp_state() == kErr);
+    if (too_far(w) && !(backlog(w) && !consumed(w))) FUZZ_CHECK(failed(w));
+    if (idle) {
+      // One index value never lets the daemon take more than a ring's worth (a stale slot
+      // twice); more than that claimed must fail the QP / SRQ.
+      const uint64_t ring = header(w)->slot_count;
+      const uint64_t taken = idx(header(w)->cons).load(std::memory_order_acquire) - cons_before;
+      FUZZ_CHECK(taken <= ring);
+      if (nv - cons_before > ring) FUZZ_CHECK(failed(w));
+    }
   };
   for (size_t r = 0; r < kMaxRecords && in.remaining() > 0; ++r) {
     const uint8_t kind = in.u8();
@@ -543,6 +557,18 @@ void run_one(const uint8_t *data, size_t size) {
       const unsigned how = (kind >> 5) & 3;
       const uint64_t v = in.u64();
       const RingRef rr = ring_ref(which);
+      // Rung (bit 7), the daemon reads the index before the input goes on (unless the doorbell
+      // ring is broken: then it hears nothing from this session). First it catches up with
+      // what the ring holds.
+      const bool bell = (kind & 0x80) && which < 3 && !tampered[4];
+      bool idle = false;
+      uint64_t cons_before = 0;
+      if (bell && !tampered[which]) {  // a ring rewritten before may never settle unrung
+        wait_until([&] { return consumed(which) || backlog(which) || failed(which); },
+                   "the daemon neither consumed a ring nor failed its QP / SRQ");
+        idle = consumed(which);
+        cons_before = idx(header(which)->cons).load(std::memory_order_acquire);
+      }
       const uint64_t cur = idx(*rr.index).load(std::memory_order_relaxed);
       const uint64_t nv = how == 0   ? cur + static_cast<uint64_t>(static_cast<int64_t>(
                                                static_cast<int32_t>(static_cast<uint32_t>(v))))
@@ -551,9 +577,7 @@ void run_one(const uint8_t *data, size_t size) {
                                      : cur - 1 - (v & 255);
       idx(*rr.index).store(nv, std::memory_order_release);
       tampered[which] = true;
-      // Rung: the daemon reads the index before the input goes on (unless the doorbell ring is
-      // broken: then it hears nothing from this session).
-      if ((kind & 0x80) && which < 3 && !tampered[4] && ring_bell(which)) check_rewritten(which);
+      if (bell && ring_bell(which)) check_rewritten(which, idle, cons_before, nv);
       check_cqes(s, e);
       continue;
     }
@@ -651,7 +675,7 @@ void run_one(const uint8_t *data, size_t size) {
   // The daemon looks at every rewritten index once more, after the input's last write.
   const bool hears = !tampered[4];
   for (unsigned w = 0; w < 3; ++w)
-    if (tampered[w] && hears && ring_bell(w)) check_rewritten(w);
+    if (tampered[w] && hears && ring_bell(w)) check_rewritten(w, false, 0, 0);
   // A ring the input left alone is consumed to the end (the app's view), unless the daemon
   // hears nothing from this session (doorbell ring rewritten). A rewritten CQ index changes
   // nothing here: the daemon takes and flushes WQEs whether or not it can deliver completions

@@ -186,10 +186,12 @@ for run in $(seq "$RUNS"); do
     ca0=$(cpu_of "$PA"); cb0=$(cpu_of "$PB"); t0=$(date +%s.%N)
     # bash's time: the client's user + system CPU seconds (it shares the two cores)
     TIMEFORMAT='%U %S'
+    LIST=()  # -l only when asked: a uroce-perf without it can be measured too
+    [ "$PLIST" != 1 ] && LIST=(-l "$PLIST")
     PREC=()
     [ -n "$PROFILE" ] && PREC=(perf record -q -F 4000 -g -o "$PROFILE/perf-client-$run-$size.data" --)
     { time timeout $((SECS + 120)) "${PIN[@]}" "${PREC[@]}" "$PERF" write_bw -d "$WORK/a.sock" -p "$PORT" \
-        -s "$size" -q "$QPS" -t "$TXD" -Q "$CQMOD" -l "$PLIST" -D "$SECS" $EVENTS 127.0.0.1 \
+        -s "$size" -q "$QPS" -t "$TXD" -Q "$CQMOD" "${LIST[@]}" -D "$SECS" $EVENTS 127.0.0.1 \
         >"$WORK/client.out" 2>&1; } 2>"$WORK/client-time" \
       || die "uroce-perf client failed: $(cat "$WORK/client.out")"
     out=$(cat "$WORK/client.out")

@@ -5,7 +5,8 @@
 #
 #   bench/run-uroced.sh [--builddir DIR] [--seconds N] [--sizes "2 64"] [--qps N]
 #                       [--tx-depth N] [--cq-mod N] [--post-list N] [--runs N] [--no-events]
-#                       [--idle-sleep US] [--profile DIR] [--skip-raw] [--client-cpu N]
+#                       [--idle-sleep US] [--profile DIR] [--skip-raw] [--stats]
+#                       [--client-cpu N] [--client-batch]
 #
 # Per run, on the same two memif ports (A: memif server on lcore 0, B: memif client on lcore
 # 1, the same uroced configuration files, EAL --no-huge -m 256):
@@ -29,12 +30,17 @@
 # --profile DIR: `perf record -F 4000 -g` on each daemon and the client during each client run,
 # into DIR/perf-{a,b,client}-RUN-SIZE.data (perf report -i FILE --no-children --sort symbol).
 # --skip-raw: no raw baseline (for profiling only; the table then has no ratios).
+# --stats: after each client run, uroce-stat's frame, ACK, CQ event and doorbell counters of
+# both daemons (cumulative over the run's sizes).
 # --post-list N: the client posts lists of N WRs, one post call each (uroce-perf -l, perftest's
 # --post_list); default 1.
 # The client's own CPU seconds (bash's time) are printed with the daemons'.
 # --client-cpu N: run the uroce-perf client and server pinned to CPU N (taskset), e.g. 1 = the
 # responder B's lcore, so that the requester A has lcore 0 to itself as the raw sender has
 # (default: not pinned; the scheduler spreads the client over both CPUs).
+# --client-batch: run the uroce-perf processes as SCHED_BATCH (chrt --batch 0): a woken client
+# then waits for the end of the running daemon's time slice instead of preempting it (each
+# preemption costs the daemon a context switch, expensive in this VM: doc/perf.md).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$here/build
@@ -49,6 +55,8 @@ EVENTS=-e
 IDLE=50
 PROFILE=""
 SKIPRAW=0
+STATS=0
+BATCH=0
 CLIENTCPU=
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -64,8 +72,10 @@ while [ $# -gt 0 ]; do
     --idle-sleep) IDLE=$2; shift ;;
     --profile) mkdir -p "$2" && PROFILE=$(cd "$2" && pwd); shift ;;
     --skip-raw) SKIPRAW=1 ;;
+    --stats) STATS=1 ;;
+    --client-batch) BATCH=1 ;;
     --client-cpu) CLIENTCPU=$2; shift ;;
-    -h|--help) sed -n '3,37p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,43p' "$0"; exit 0 ;;
     *) echo "run-uroced.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -73,6 +83,7 @@ done
 UROCED=$BUILD/apps/uroced/uroced
 PERF=$BUILD/apps/uroce-perf/uroce-perf
 RAW=$BUILD/bench/rawpkt/uroce-rawpkt
+STAT=$BUILD/apps/uroce-stat/uroce-stat
 for b in "$UROCED" "$PERF" "$RAW"; do
   [ -x "$b" ] || { echo "run-uroced.sh: $b is not built (ninja -C $BUILD)" >&2; exit 1; }
 done
@@ -171,6 +182,7 @@ for run in $(seq "$RUNS"); do
   PORT=$((20000 + (ID + run) % 20000))
   PIN=()
   [ -n "$CLIENTCPU" ] && PIN=(taskset -c "$CLIENTCPU")
+  [ "$BATCH" = 1 ] && PIN+=(chrt --batch 0)
   for size in $SIZES; do
     timeout $((SECS + 120)) "${PIN[@]}" "$PERF" write_bw -d "$WORK/b.sock" -p "$PORT" >"$WORK/perf-server.log" 2>&1 &
     SPID=$!
@@ -209,6 +221,12 @@ for run in $(seq "$RUNS"); do
         printf "%.0f %.2f %.2f %.0f", mpps * 1e6, ca, cb, (c > 0 ? m / c : 0) }')"
     cc=$(awk '{ printf "%.2f", $1 + $2 }' "$WORK/client-time")
     echo "run $run uroced CPU seconds: A $ca, B $cb, client $cc, over $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s of the client run; $msgs messages"
+    if [ "$STATS" = 1 ]; then  # frames each way (ACK coalescing), per daemon, cumulative
+      for d in a b; do
+        echo "run $run uroced $d: $("$STAT" -s "$WORK/$d.sock" engine.tx_pkts engine.rx_pkts \
+          engine.tx_acks cq_events doorbells 2>&1 | tr '\n' ' ')"
+      done
+    fi
     RESULTS+=("$run $size $raw_pps $raw_cpu $wm $cr $raw_share")
   done
   cleanup

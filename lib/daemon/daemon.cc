@@ -1276,6 +1276,16 @@ void Daemon::qp_to_error(Worker &W, Qp &q) noexcept {
   q.err = true;
 }
 
+// The app wrote an impossible index into the QP's SQ or RQ ring (shm::RingConsumer found it
+// corrupt): no WQE to complete, so the QP goes to ERR and the app gets IBV_EVENT_QP_FATAL (a
+// local work queue catastrophic error), once.
+void Daemon::ring_broken(Worker &W, Qp &q) noexcept {
+  ++W.ctr.corrupt_rings;
+  if (q.err) return;
+  qp_to_error(W, q);
+  emit_async(W, static_cast<uint32_t>(transport::AsyncEvent::kQpFatal), q.qpn);
+}
+
 // A WQE the engine cannot take: the QP goes to ERR (the engine flushes what it holds, and
 // those completions are moved first, keeping the CQ in posting order), then this WQE
 // completes with `st` (FLUSH_ERR if the QP was already in error).
@@ -1402,8 +1412,7 @@ bool Daemon::drain_sq(Worker &W, Qp &q) noexcept {
   if (done != 0) q.sq.consume(done);
   if (engine_full) return true;
   if (q.sq.corrupt()) {
-    ++ctr_.corrupt_rings;
-    if (!q.err) qp_to_error(W, q);
+    ring_broken(W, q);
     return false;
   }
   if (done == opt_.wqe_budget) return true;
@@ -1438,8 +1447,7 @@ bool Daemon::drain_rq(Worker &W, Qp &q) noexcept {
     ++done;
   }
   if (q.rq.corrupt()) {
-    ++ctr_.corrupt_rings;
-    if (!q.err) qp_to_error(W, q);
+    ring_broken(W, q);
     return false;
   }
   if (done == opt_.wqe_budget) return true;

@@ -210,6 +210,7 @@ class Daemon : public ctl::Handler {
   void fail_wqe(Worker &W, Qp &q, Cq *cq, uint64_t wr_id, transport::WcStatus st,
                 transport::WcOpcode op, bool recv) noexcept;
   void qp_to_error(Worker &W, Qp &q) noexcept;
+  void ring_broken(Worker &W, Qp &q) noexcept;  // an impossible SQ / RQ index: ERR + QP_FATAL
   uint32_t move_cq(Worker &W, Cq &c) noexcept;
   bool cq_ring_broken(Worker &W, Cq &c) noexcept;
   void emit_async(Worker &W, uint32_t type, uint32_t handle) noexcept;

@@ -476,6 +476,9 @@ void run_one(const uint8_t *data, size_t size) {
     FUZZ_CHECK(s.ctx->get_async_events(&events) == 0);
     for (const auto &ev : events) {
       FUZZ_CHECK(ev.handle != e.a->qpn && ev.handle != e.b->qpn);
+      // A broken SQ / RQ index: QP_FATAL names the fuzzed QP (Daemon::ring_broken).
+      if (ev.event_type == static_cast<uint32_t>(AsyncEvent::kQpFatal))
+        FUZZ_CHECK(ev.handle == qp.qpn);
       if (ev.event_type == static_cast<uint32_t>(AsyncEvent::kSrqErr)) {
         FUZZ_CHECK(ev.handle == srq.handle);
         srq_err = true;

@@ -595,7 +595,39 @@ void test_async_errors(Side &A, Side &B) {
   expect_cqe(B, 4300, 0, kWcRecv, "SEND whose sender's CQ is broken (responder)");
   CHECK(A.ctx->destroy_qp(*a2) == 0 && B.ctx->destroy_qp(*b2) == 0, "destroy");
   CHECK(A.ctx->destroy_cq(*cq2) == 0, "destroy_cq");
-  std::printf("ok: async events: SRQ_ERR for a malformed SRQ WQE, CQ_ERR for a broken CQ ring\n");
+
+  // An SQ whose producer index the app moved more than a ring ahead: no WQE to complete, so
+  // the QP goes to ERR and the app gets QP_FATAL (1) naming it; its peer and A's other QPs are
+  // untouched.
+  auto a3 = make_qp(A, kRc);
+  auto b3 = make_qp(B, kRc);
+  to_init(A, *a3, kRc);
+  to_init(B, *b3, kRc);
+  to_rtr_rts(A, *a3, kRc, B, b3->qpn);
+  to_rtr_rts(B, *b3, kRc, A, a3->qpn);
+  std::atomic_ref<uint64_t>(a3->sq.header()->prod)
+      .store(3 * uint64_t{a3->sq.capacity()}, std::memory_order_release);
+  bool rung = false;
+  for (int i = 0; i < 1000 && !rung; ++i) {
+    rung = A.ctx->doorbell_ring_for_test().try_push(uroce::abi::Doorbell{
+               a3->qpn, uroce::abi::kDoorbellSq}) == uroce::shm::RingError::kOk;
+    if (!rung) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK(rung, "doorbell for the broken SQ");
+  CHECK(A.ctx->wait_async_event(kWaitMs) == 1, "no QP_FATAL event within %d ms", kWaitMs);
+  CHECK(A.ctx->get_async_events(&ev) == 0 && ev.size() == 1 && ev[0].event_type == 1 &&
+            ev[0].handle == a3->qpn,
+        "QP_FATAL event: %zu event(s), type %u handle %u (QP %u)", ev.size(),
+        ev.empty() ? 99u : ev[0].event_type, ev.empty() ? 0u : ev[0].handle, a3->qpn);
+  uroce::ctl::QueryQpReply q3{};
+  CHECK(A.ctx->query_qp(*a3, &q3) == 0 && q3.attr.qp_state == 6, "broken SQ: QP state %u, want ERR",
+        q3.attr.qp_state);
+  CHECK(B.ctx->query_qp(*b3, &q3) == 0 && q3.attr.qp_state == 3, "its peer: state %u, want RTS",
+        q3.attr.qp_state);
+  CHECK(A.ctx->destroy_qp(*a3) == 0 && B.ctx->destroy_qp(*b3) == 0, "destroy");
+  std::printf(
+      "ok: async events: SRQ_ERR for a malformed SRQ WQE, CQ_ERR for a broken CQ ring, QP_FATAL "
+      "for a broken SQ index\n");
 }
 
 // Corrupt WQEs complete with an error on their own QP only; other QPs keep working.

@@ -508,7 +508,10 @@ EOF
 # only).
 SHIM_1500=${UROCE_INTEROP_SHIM_1500:-pt-write_bw:65536 pt-read_bw:65536 pt-send_bw:65536 pt-atomic_bw:8 pt-write_lat:64 pt-send_lat:64 pt-read_lat:64 pt-atomic_lat:8 shim-rc:4096 shim-ud:1024}
 SHIM_4200=${UROCE_INTEROP_SHIM_4200:-pt-write_bw:65536 pt-read_bw:65536 pt-send_bw:65536 pt-atomic_bw:8 pt-write_lat:64 pt-send_lat:64 pt-read_lat:64 pt-atomic_lat:8 shim-rc:10000 shim-ud:4096}
-SHIM_LOSS=${UROCE_INTEROP_SHIM_LOSS:-pt-write_bw:65536 pt-read_bw:65536 pt-send_bw:65536 pt-atomic_bw:8 shim-rc:4096}
+# Not shim-rc under loss: two unmodified ibv_rc_pingpongs race at the end (the last ACK lost,
+# the peer exits, the retransmissions reach no QP: RETRY_EXC_ERR against any peer; doc/interop.md
+# "The last ACK of a pingpong under loss"); the rxe_peer loss pingpongs wait that race out.
+SHIM_LOSS=${UROCE_INTEROP_SHIM_LOSS:-pt-write_bw:65536 pt-read_bw:65536 pt-send_bw:65536 pt-atomic_bw:8}
 # The pingpong runs with rxe_peer on the host side (an empty value leaves them out).
 PP_1500=${UROCE_INTEROP_PP_1500-rc:4096 rc:1 uc:3000 ud:1024}
 PP_4200=${UROCE_INTEROP_PP_4200-rc:10000 uc:9000 ud:4096}

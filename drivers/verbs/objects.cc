@@ -91,8 +91,7 @@ bool opcode_ok(uint32_t op) {
 
 // One ibv_send_wr as the client library's WR; 0 or EINVAL.
 int to_client_wr(const ibv_qp *qp, const ibv_send_wr *wr, client::SendWr *out) {
-  client::SendWr &w = *out;
-  w = client::SendWr{};
+  client::SendWr &w = *out;  // every field is assigned below
   w.wr_id = wr->wr_id;
   const uint32_t op = raw_opcode(wr);
   w.opcode = static_cast<uint8_t>(op);
@@ -100,6 +99,13 @@ int to_client_wr(const ibv_qp *qp, const ibv_send_wr *wr, client::SendWr *out) {
   w.sg_list = reinterpret_cast<const abi::Sge *>(wr->sg_list);
   w.num_sge = wr->num_sge < 0 ? ~0u : static_cast<uint32_t>(wr->num_sge);
   w.imm_data = wr->imm_data;
+  w.remote_addr = 0;
+  w.rkey = 0;
+  w.compare_add = 0;
+  w.swap = 0;
+  w.ah = 0;
+  w.remote_qpn = 0;
+  w.remote_qkey = 0;
   if (!opcode_ok(op) || wr->num_sge < 0 || (wr->num_sge != 0 && wr->sg_list == nullptr))
     return EINVAL;
   if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
@@ -129,6 +135,14 @@ int op_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
   Context *c = q->ctx;
   std::lock_guard<Spin> g(c->post_mu);
   while (wr) {
+    if (wr->next == nullptr) {  // one WR (or a chain's last): no list arrays to initialise
+      client::SendWr one;
+      int rc = to_client_wr(qp, wr, &one);
+      size_t posted = 0;
+      if (rc == 0) rc = c->cli->post_send_list(*q->c, &one, 1, &posted);
+      if (rc && bad) *bad = wr;
+      return rc;
+    }
     client::SendWr w[kPostBatch];
     ibv_send_wr *from[kPostBatch];
     size_t n = 0;

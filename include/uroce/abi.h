@@ -51,7 +51,10 @@ struct alignas(kCacheLine) RingHeader {
   uint8_t reserved1[kCacheLine - 8];
   // line 2: consumer
   alignas(kCacheLine) uint64_t cons;  // free-running; slots [prod, cons + count) are free
-  uint8_t reserved2[kCacheLine - 8];
+  // Items the consumer has read (>= cons). Informational: a work queue's slots are released
+  // (cons) only when their WRs complete, and this says how far the lcore has read meanwhile.
+  uint64_t taken;
+  uint8_t reserved2[kCacheLine - 16];
   // line 3: notification word (RingNotify values; protocol in ring.h and doc/ipc.md)
   alignas(kCacheLine) uint32_t notify;
   uint8_t reserved3[kCacheLine - 4];
@@ -68,6 +71,7 @@ static_assert(offsetof(RingHeader, id) == 20);
 static_assert(offsetof(RingHeader, data_offset) == 24);
 static_assert(offsetof(RingHeader, prod) == 64);
 static_assert(offsetof(RingHeader, cons) == 128);
+static_assert(offsetof(RingHeader, taken) == 136);
 static_assert(offsetof(RingHeader, notify) == 192);
 
 // RingHeader::notify values.

@@ -145,6 +145,7 @@ inline RingError ring_init(void *mem, size_t bytes, uint32_t slot_size, uint32_t
   h->data_offset = sizeof(abi::RingHeader);
   ring_detail::ref(h->prod).store(start_index, std::memory_order_relaxed);
   ring_detail::ref(h->cons).store(start_index, std::memory_order_relaxed);
+  ring_detail::ref(h->taken).store(start_index, std::memory_order_relaxed);
   ring_detail::ref(h->notify).store(abi::kNotifyIdle, std::memory_order_relaxed);
   // Orders the header before whatever publishes `mem` to another thread of this process.
   std::atomic_thread_fence(std::memory_order_release);
@@ -307,6 +308,12 @@ class RingProducer : public RingHandle {
   }
 
   uint64_t index() const noexcept { return prod_; }
+  // Whether the consumer has read every item published (the header's informational `taken`
+  // index; with deferred release their slots may still be in use). Tests and diagnostics only.
+  bool all_taken() const noexcept {
+    return hdr_ != nullptr &&
+           ring_detail::ref(hdr_->taken).load(std::memory_order_relaxed) == prod_;
+  }
 
   // ---- Doorbell protocol, app (SQ producer) side --------------------------------------------
   // Call after committing WQEs. Returns true iff the caller must push a Doorbell{qpn} to the
@@ -367,6 +374,8 @@ class RingConsumer : public RingHandle {
     RingError e = attach_common(mem, bytes, slot_size, slot_count);
     if (e != RingError::kOk) return e;
     cons_ = ring_detail::ref(hdr_->cons).load(std::memory_order_relaxed);
+    rel_ = cons_;
+    deferred_ = false;
     // Acquire pairs with the producer's release store of prod in publish().
     prod_cache_ = ring_detail::ref(hdr_->prod).load(std::memory_order_acquire);
     peeked_ = 0;
@@ -387,7 +396,10 @@ class RingConsumer : public RingHandle {
     // is fully written before we read it.
     const uint64_t p = ring_detail::ref(hdr_->prod).load(std::memory_order_acquire);
     const uint64_t navail = p - cons_;
-    if (navail > count_ || navail < avail) {  // too far ahead, or moved backwards
+    // Too far ahead of what the app may have in the ring (every slot from the published
+    // index on; with deferred release that includes the slots taken and not yet released),
+    // behind what was taken, or moved backwards.
+    if (p - rel_ > count_ || navail > count_ || navail < avail) {
       corrupt_ = true;
       return 0;
     }
@@ -457,7 +469,25 @@ class RingConsumer : public RingHandle {
     return RingError::kOk;
   }
 
+  // The index of the next item to take (items before it have been taken).
   uint64_t index() const noexcept { return cons_; }
+
+  // ---- Deferred release (the daemon's send / receive queues) ----------------------------------
+  // By default taking items (consume, pop) also releases their slots to the producer. With
+  // deferred release, taken slots stay the consumer's until release_to(): a work queue's slot
+  // is freed when its work request completes, not when the lcore has read it, so the app can
+  // never have more than capacity() requests outstanding (ibv_post_send's ENOMEM, as rxe).
+  // Call right after attach().
+  void defer_release() noexcept { deferred_ = true; }
+  // Items taken and not yet released.
+  uint64_t unreleased() const noexcept { return cons_ - rel_; }
+  // Releases every slot before index `idx` (rel_ <= idx <= index(); others are ignored).
+  void release_to(uint64_t idx) noexcept {
+    if (hdr_ == nullptr || idx - rel_ > cons_ - rel_ || idx == rel_) return;
+    rel_ = idx;
+    // Release pairs with the producer's acquire load of cons in free_slots().
+    ring_detail::ref(hdr_->cons).store(rel_, std::memory_order_release);
+  }
 
   // ---- Doorbell protocol, lcore (SQ consumer) side -------------------------------------------
   // Call when the SQ looks empty and the lcore wants to drop the QP from its active list.
@@ -488,11 +518,16 @@ class RingConsumer : public RingHandle {
  private:
   void retire(size_t n) noexcept {
     cons_ += n;
+    ring_detail::ref(hdr_->taken).store(cons_, std::memory_order_relaxed);  // informational
+    if (deferred_) return;  // released later, by release_to()
+    rel_ = cons_;
     // Release pairs with the producer's acquire load of cons in free_slots().
     ring_detail::ref(hdr_->cons).store(cons_, std::memory_order_release);
   }
 
-  uint64_t cons_ = 0;        // own index (authoritative, private)
+  uint64_t cons_ = 0;        // own index (authoritative, private): the next item to take
+  uint64_t rel_ = 0;         // the index published to the producer (rel_ <= cons_)
+  bool deferred_ = false;    // see defer_release()
   uint64_t prod_cache_ = 0;  // last validated producer index
   size_t peeked_ = 0;
 };

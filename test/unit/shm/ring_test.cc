@@ -262,6 +262,59 @@ TEST(Ring, PeekConsume) {
   EXPECT_EQ(r.p.free_slots(), 8u);
 }
 
+// Deferred release (the daemon's work queues): taken slots stay the consumer's until
+// release_to(), so the producer never has more than capacity() items outstanding; a producer
+// index beyond released + capacity is corrupt even when it is within capacity of what was taken.
+TEST(Ring, DeferredReleaseKeepsTakenSlotsUntilReleased) {
+  Pair r(64, 8, UINT64_MAX - 3);  // across the 64-bit wrap
+  r.c.defer_release();
+  const uint64_t base = r.c.index();
+  for (uint64_t i = 0; i < 8; ++i)
+    ASSERT_EQ(r.p.try_push(make_item(i)), RingError::kOk);
+  Item out[8];
+  ASSERT_EQ(r.c.pop_burst(out, 5), 5u);
+  EXPECT_TRUE(check_item(out[4], 4));
+  EXPECT_EQ(r.c.unreleased(), 5u);
+  EXPECT_EQ(r.mem.hdr()->cons, base);  // nothing published
+  EXPECT_EQ(r.p.free_slots(), 0u);     // the producer still sees a full ring
+  EXPECT_EQ(r.p.try_push(make_item(8)), RingError::kFull);
+  r.c.release_to(base + 6);  // beyond what was taken: ignored
+  r.c.release_to(base - 1);  // behind what was released: ignored
+  EXPECT_EQ(r.mem.hdr()->cons, base);
+  r.c.release_to(base + 2);
+  EXPECT_EQ(r.mem.hdr()->cons, base + 2);
+  EXPECT_EQ(r.c.unreleased(), 3u);
+  EXPECT_EQ(r.p.free_slots(), 2u);
+  ASSERT_EQ(r.p.try_push(make_item(8)), RingError::kOk);
+  ASSERT_EQ(r.p.try_push(make_item(9)), RingError::kOk);
+  ASSERT_EQ(r.c.pop_burst(out, 8), 5u);  // 5, 6, 7, 8, 9
+  EXPECT_TRUE(check_item(out[0], 5));
+  EXPECT_TRUE(check_item(out[4], 9));
+  r.c.release_to(r.c.index());
+  EXPECT_EQ(r.c.unreleased(), 0u);
+  EXPECT_EQ(r.p.free_slots(), 8u);
+  EXPECT_FALSE(r.c.corrupt());
+  // An app that claims one item more than the released slots allow breaks the ring.
+  ASSERT_EQ(r.c.pop_burst(out, 8), 0u);
+  r.c.release_to(r.c.index() - 1);  // no-op (behind)
+  for (uint64_t i = 0; i < 3; ++i)
+    ASSERT_EQ(r.p.try_push(make_item(10 + i)), RingError::kOk);
+  ASSERT_EQ(r.c.pop_burst(out, 3), 3u);  // taken, not released: 3 of 8 slots still in use
+  r.mem.hdr()->prod = r.c.index() + 6;   // 3 unreleased + 6 > 8
+  EXPECT_EQ(r.c.available(), 0u);
+  EXPECT_TRUE(r.c.corrupt());
+  // Behind what was taken, though not behind what was released: corrupt as well.
+  Pair q(64, 8);
+  q.c.defer_release();
+  for (uint64_t i = 0; i < 4; ++i)
+    ASSERT_EQ(q.p.try_push(make_item(i)), RingError::kOk);
+  ASSERT_EQ(q.c.pop_burst(out, 4), 4u);
+  q.c.release_to(1);
+  q.mem.hdr()->prod = 2;  // released 1 <= 2 < taken 4
+  EXPECT_EQ(q.c.available(), 0u);
+  EXPECT_TRUE(q.c.corrupt());
+}
+
 TEST(Ring, ConsumerDetectsProducerIndexTooFarAhead) {
   Pair r(64, 8);
   ASSERT_EQ(r.p.try_push(make_item(0)), RingError::kOk);

@@ -749,27 +749,32 @@ int Daemon::do_create_qp(Session &s, const ctl::Message &m, Reply &r) {
   init.recv_cq = p.recv_cq;
   init.srq = p.srq;
   init.has_srq = p.srq != 0;
-  init.cap.max_send_wr = p.max_send_wr;
-  init.cap.max_recv_wr = p.srq ? 0 : p.max_recv_wr;
+  // A work queue holds as many WRs as its ring has slots (a power of two at least what was
+  // asked; reported back as the QP's cap, as rxe and ConnectX round up): a slot is freed when
+  // its WR completes (release_slots), so ibv_post_* refuses with ENOMEM at exactly that cap.
+  init.cap.max_send_wr = pow2_at_least(p.max_send_wr);
+  init.cap.max_recv_wr = p.srq ? 0 : pow2_at_least(p.max_recv_wr);
   init.cap.max_send_sge = ssge;
   init.cap.max_recv_sge = rsge;
   init.cap.max_inline_data = p.max_inline_data;
   init.sq_sig_all = p.sq_sig_all != 0;
 
   auto q = std::make_unique<Qp>();
-  const uint32_t sslots = pow2_at_least(p.max_send_wr);
+  const uint32_t sslots = init.cap.max_send_wr;
   int rc = make_ring("uroce-sq", abi::RingKind::kSendQueue, 0, sslot, sslots, &q->sq_mem);
   if (rc) return rc;
   if (q->sq.attach(q->sq_mem.mem.map.addr(), q->sq_mem.geo.bytes, sslot, sslots) !=
       shm::RingError::kOk)
     return -EINVAL;
+  q->sq.defer_release();
   if (!p.srq) {
-    const uint32_t rslots = pow2_at_least(p.max_recv_wr);
+    const uint32_t rslots = init.cap.max_recv_wr;
     rc = make_ring("uroce-rq", abi::RingKind::kRecvQueue, 0, rslot, rslots, &q->rq_mem);
     if (rc) return rc;
     if (q->rq.attach(q->rq_mem.mem.map.addr(), q->rq_mem.geo.bytes, rslot, rslots) !=
         shm::RingError::kOk)
       return -EINVAL;
+    q->rq.defer_release();
     q->has_rq = true;
   }
   // Placement: the worker its CQs / SRQ are bound to, else the least loaded one. A CQ whose
@@ -814,7 +819,7 @@ int Daemon::do_create_qp(Session &s, const ctl::Message &m, Reply &r) {
   ++load_[q->worker];
   ctl::CreateQpReply rep{};
   rep.qpn = qpn;
-  rep.max_send_wr = p.max_send_wr;
+  rep.max_send_wr = init.cap.max_send_wr;
   rep.max_recv_wr = init.cap.max_recv_wr;
   rep.max_send_sge = ssge;
   rep.max_recv_sge = rsge;
@@ -891,6 +896,7 @@ int Daemon::do_modify_qp(Session &s, const ctl::Message &m) {
     rc = W.eng->modify_qp(q.qpn, a, p.attr_mask);
     if (rc) return;
     if (p.attr_mask & transport::kQpState) q.err = a.qp_state == QpState::kErr;
+    release_slots(W, q);  // a reset emptied the engine's queues
     // WQEs posted before RTS (or while the QP was being reset) are looked at again.
     if (q.sq.available(1) != 0 || (q.has_rq && q.rq.available(1) != 0)) {
       q.sq_rung = true;
@@ -985,10 +991,11 @@ int Daemon::do_create_srq(Session &s, const ctl::Message &m, Reply &r) {
   if (rc) return rc;
   if (q->ring.attach(q->mem.mem.map.addr(), q->mem.geo.bytes, slot, slots) != shm::RingError::kOk)
     return -EINVAL;
+  q->ring.defer_release();  // as a QP's RQ (do_create_qp): max_wr is the ring's slot count
   q->handle = replicate(
-      [&p](transport::EngineCore &e) -> uint32_t {
+      [&p, slots](transport::EngineCore &e) -> uint32_t {
         try {
-          return e.create_srq(p.pd, p.max_wr, p.max_sge);
+          return e.create_srq(p.pd, slots, p.max_sge);
         } catch (const std::bad_alloc &) {
           return 0;
         }
@@ -1007,7 +1014,7 @@ int Daemon::do_create_srq(Session &s, const ctl::Message &m, Reply &r) {
   q->owner = &s;
   ctl::CreateSrqReply rep{};
   rep.srq = q->handle;
-  rep.max_wr = p.max_wr;
+  rep.max_wr = slots;
   rep.max_sge = p.max_sge;
   rep.ring = q->mem.geo;
   r.set(rep);
@@ -1409,7 +1416,10 @@ bool Daemon::drain_sq(Worker &W, Qp &q) noexcept {
       fail_wqe(W, q, q.scq, h.wr_id, st, wc_opcode_of(static_cast<WrOpcode>(h.opcode)), false);
     ++done;
   }
-  if (done != 0) q.sq.consume(done);
+  if (done != 0) {
+    q.sq.consume(done);
+    release_slots(W, q);  // the WQEs failed here, and those the engine finished meanwhile
+  }
   if (engine_full) return true;
   if (q.sq.corrupt()) {
     ring_broken(W, q);
@@ -1446,6 +1456,7 @@ bool Daemon::drain_rq(Worker &W, Qp &q) noexcept {
     q.rq.consume(1);
     ++done;
   }
+  if (done != 0) release_slots(W, q);
   if (q.rq.corrupt()) {
     ring_broken(W, q);
     return false;
@@ -1486,6 +1497,7 @@ bool Daemon::drain_srq(Worker &W, Srq &s) noexcept {
     s.ring.consume(1);
     ++done;
   }
+  if (done != 0) release_srq_slots(W, s);
   if (s.ring.corrupt()) {
     ++ctr_.corrupt_rings;
     emit_async(W, static_cast<uint32_t>(transport::AsyncEvent::kSrqErr), s.handle);
@@ -1620,6 +1632,30 @@ uint32_t Daemon::bridge_in(unsigned w) noexcept {
          before;
 }
 
+// A slot of the app's SQ / RQ / SRQ ring stays taken (not reusable by the app) from the moment
+// the bridge reads its WQE until the WR completes: what the ring has taken minus what the engine
+// still holds is released. The engine holds only WQEs taken from that ring (after a reset it
+// holds none), so the release point never passes a WR the engine still works on; called in
+// the middle of a drain pass (fail_wqe -> move_cq), the engine may hold WQEs the ring has not
+// marked taken yet, and the release falls short (never too far) until the pass ends.
+void Daemon::release_slots(Worker &W, Qp &q) noexcept {
+  const uint32_t s = W.eng->sq_outstanding(q.qpn);
+  if (s <= q.sq.unreleased()) q.sq.release_to(q.sq.index() - s);
+  if (q.has_rq) {
+    const uint32_t r = W.eng->rq_outstanding(q.qpn);
+    if (r <= q.rq.unreleased()) q.rq.release_to(q.rq.index() - r);
+  }
+  if (q.srq != 0) {
+    Srq *srq = q.srq < W.srq_by_handle.size() ? W.srq_by_handle[q.srq] : nullptr;
+    if (srq != nullptr) release_srq_slots(W, *srq);
+  }
+}
+
+void Daemon::release_srq_slots(Worker &W, Srq &s) noexcept {
+  const uint32_t n = W.eng->srq_count(s.handle);
+  if (n <= s.ring.unreleased()) s.ring.release_to(s.ring.index() - n);
+}
+
 // The app broke its consumer index: the CQ is unusable; IBV_EVENT_CQ_ERR once.
 bool Daemon::cq_ring_broken(Worker &W, Cq &c) noexcept {
   if (!c.ring.corrupt()) return false;
@@ -1644,6 +1680,15 @@ uint32_t Daemon::move_cq(Worker &W, Cq &c) noexcept {
     const uint32_t k = W.eng->poll_cq(c.handle, wc, want);
     if (k == 0) break;
     const size_t got = c.ring.reserve(k);  // == k: free_slots said so
+    // The WQE slots of these completions are the app's again before it can see them: an app
+    // that polls a completion and posts finds the room it freed.
+    uint32_t last_qpn = 0;
+    for (size_t i = 0; i < got; ++i) {
+      if (wc[i].qp_num == last_qpn) continue;
+      last_qpn = wc[i].qp_num;
+      const uint32_t idx = last_qpn - W.qpn_base;
+      if (Qp *q = idx < W.qp_by_index.size() ? W.qp_by_index[idx] : nullptr) release_slots(W, *q);
+    }
     for (size_t i = 0; i < got; ++i) {
       abi::Cqe e{};
       e.wr_id = wc[i].wr_id;
@@ -1736,10 +1781,6 @@ void Daemon::queue_async(Session *owner, uint32_t type, uint32_t handle) noexcep
   if (owner->async_ev.valid()) owner->async_ev.signal();
 }
 
-// Only the CQs the engine listed as dirty (a completion arrived since the last pass) are
-// looked at: the cost grows with the CQs that received completions, not with all CQs. A CQ
-// whose app ring was full keeps its remaining completions in the engine and is listed again
-// for the next pass (the app is behind; it costs one check per pass until it catches up).
 // Only the CQs the engine listed as dirty (a completion arrived since the last pass) are
 // looked at: the cost grows with the CQs that received completions, not with all CQs. A CQ
 // whose app ring was full keeps its remaining completions in the engine and is listed again

@@ -212,6 +212,9 @@ class Daemon : public ctl::Handler {
   void qp_to_error(Worker &W, Qp &q) noexcept;
   void ring_broken(Worker &W, Qp &q) noexcept;  // an impossible SQ / RQ index: ERR + QP_FATAL
   uint32_t move_cq(Worker &W, Cq &c) noexcept;
+  // Gives the app back the SQ / RQ (SRQ) slots of the work requests the engine is done with.
+  void release_slots(Worker &W, Qp &q) noexcept;
+  void release_srq_slots(Worker &W, Srq &s) noexcept;
   bool cq_ring_broken(Worker &W, Cq &c) noexcept;
   void emit_async(Worker &W, uint32_t type, uint32_t handle) noexcept;
 

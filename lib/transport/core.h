@@ -142,6 +142,18 @@ class EngineCore {
     const Qp *q = find_qp(qpn);
     return q ? &q->stats : nullptr;
   }
+  // Work requests the engine holds for a QP: on its send queue, posted and not yet completed
+  // or flushed; on its receive queue, posted and not yet completed (the one a message is being
+  // received into included; an SRQ's are counted by srq_count). 0 for an unknown QPN.
+  uint32_t sq_outstanding(uint32_t qpn) const noexcept {
+    const Qp *q = find_qp(qpn);
+    return q ? q->sq.head() - q->sq.tail() : 0;
+  }
+  uint32_t rq_outstanding(uint32_t qpn) const noexcept {
+    const Qp *q = find_qp(qpn);
+    if (q == nullptr || q->srq) return 0;
+    return q->rq.count() + (q->resp_has_wqe ? 1 : 0);
+  }
   uint32_t srq_count(uint32_t srq) const noexcept {
     return valid_srq(srq) ? srqs_[srq - 1].rq.count() : 0;
   }

@@ -36,7 +36,9 @@
 // looks at the last value.
 // Checked: no crash / sanitizer report in the daemon, the engine or the client; no CQE of the
 // input's session names a bystander QP, every CQE has a valid status and opcode; a ring the
-// input did not rewrite is consumed to the end within 5 s, a rewritten CQ index or not (unless
+// input did not rewrite is consumed (read by the daemon: the header's `taken` index; a work
+// queue's slots are released only when their WRs complete) to the end within 5 s, a rewritten
+// CQ index or not (unless
 // the doorbell ring's index was rewritten: then the daemon may never hear of the WQEs); a
 // rewritten SQ / RQ, once rung, ends with the daemon's consumer index at the producer index, or
 // the QP in ERR; a rewritten SRQ ends consumed or with IBV_EVENT_SRQ_ERR for it; a producer
@@ -488,7 +490,7 @@ void run_one(const uint8_t *data, size_t size) {
   auto header = [&](unsigned w) { return (w == 0 ? qp.sq : w == 1 ? qp.rq : srq.ring).header(); };
   auto consumed = [&](unsigned w) {
     abi::RingHeader *h = header(w);
-    return idx(h->cons).load(std::memory_order_acquire) ==
+    return idx(h->taken).load(std::memory_order_acquire) ==
            idx(h->prod).load(std::memory_order_acquire);
   };
   auto too_far = [&](unsigned w) {
@@ -505,7 +507,7 @@ void run_one(const uint8_t *data, size_t size) {
   // consumer index counts every WQE taken: the rings start at 0).
   auto backlog = [&](unsigned w) {
     if (w == 0) return false;
-    const uint64_t taken = idx(header(w)->cons).load(std::memory_order_acquire);
+    const uint64_t taken = idx(header(w)->taken).load(std::memory_order_acquire);
     return taken >= (w == 1 ? qp.caps.max_recv_wr : srq.caps.max_wr);
   };
   // A rewritten SQ / RQ (w 0 / 1) that the daemon has looked at is consumed up to its producer
@@ -547,7 +549,7 @@ void run_one(const uint8_t *data, size_t size) {
       // One index value never lets the daemon take more than a ring's worth (a stale slot
       // twice); more than that claimed must fail the QP / SRQ.
       const uint64_t ring = header(w)->slot_count;
-      const uint64_t taken = idx(header(w)->cons).load(std::memory_order_acquire) - cons_before;
+      const uint64_t taken = idx(header(w)->taken).load(std::memory_order_acquire) - cons_before;
       FUZZ_CHECK(taken <= ring);
       if (nv - cons_before > ring) FUZZ_CHECK(failed(w));
     }
@@ -570,7 +572,7 @@ void run_one(const uint8_t *data, size_t size) {
         wait_until([&] { return consumed(which) || backlog(which) || failed(which); },
                    "the daemon neither consumed a ring nor failed its QP / SRQ");
         idle = consumed(which);
-        cons_before = idx(header(which)->cons).load(std::memory_order_acquire);
+        cons_before = idx(header(which)->taken).load(std::memory_order_acquire);
       }
       const uint64_t cur = idx(*rr.index).load(std::memory_order_relaxed);
       const uint64_t nv = how == 0   ? cur + static_cast<uint64_t>(static_cast<int64_t>(
@@ -686,9 +688,9 @@ void run_one(const uint8_t *data, size_t size) {
   wait_until(
       [&] {
         if (!hears) return true;
-        const bool sq = tampered[0] || qp.sq.free_slots() == qp.sq.capacity();
-        const bool rq = tampered[1] || qp.rq.free_slots() == qp.rq.capacity() || backlog(1);
-        const bool sr = tampered[2] || srq.ring.free_slots() == srq.ring.capacity() || backlog(2);
+        const bool sq = tampered[0] || qp.sq.all_taken();
+        const bool rq = tampered[1] || qp.rq.all_taken() || backlog(1);
+        const bool sr = tampered[2] || srq.ring.all_taken() || backlog(2);
         return sq && rq && sr;
       },
       "the daemon left WQEs in the rings");

@@ -270,7 +270,7 @@ void fill(uint8_t *p, size_t n, uint32_t seed) {
 // wait until the receiver's daemon has taken every posted receive WQE from the ring.
 void wait_rq_taken(Qp &q) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
-  while (q.rq.free_slots() != q.rq.capacity()) {
+  while (!q.rq.all_taken()) {
     REQUIRE(std::chrono::steady_clock::now() < end, "receive WQEs of qp %u not taken", q.qpn);
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }

@@ -490,6 +490,103 @@ TEST_F(Verbs, WrFlushErr) {
   EXPECT_EQ(qp_state(qb), IBV_QPS_ERR);
 }
 
+// ibv_post_send / ibv_post_recv / ibv_post_srq_recv: ENOMEM once as many WRs as the queue's
+// cap are outstanding (posted and not completed), as rxe (whose queue is the ring the app posts
+// into) and ConnectX; a WR's slot is free again once its completion can be polled. The caps are
+// what create_qp / create_srq report (uroce: a power of two, at least what was asked).
+TEST_F(Verbs, FullQueuesAreEnomemAtTheirCap) {
+  // Send queue: qa's peer is gone and its first retry is 17 s away (timeout 22), so none of its
+  // WRITEs completes while the queue is filled.
+  ConnOpts oa;
+  oa.timeout = 22;
+  pair(oa, {});
+  ASSERT_EQ(ibv_destroy_qp(qb), 0);
+  for (auto &q : qps)
+    if (q == qb) q = nullptr;
+  ibv_qp_attr at{};
+  ibv_qp_init_attr ia{};
+  ASSERT_EQ(ibv_query_qp(qa, &at, IBV_QP_CAP, &ia), 0);
+  const uint32_t scap = at.cap.max_send_wr;
+  EXPECT_GE(scap, 64u);
+  ibv_sge s = sge_a(0, 8);
+  for (uint32_t i = 0; i < scap; ++i)
+    ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, i, &s, 1, IBV_SEND_SIGNALED, b.addr(0), b.mr->rkey),
+              0)
+        << "WR " << i;
+  EXPECT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, scap, &s, 1, IBV_SEND_SIGNALED, b.addr(0), b.mr->rkey),
+            ENOMEM);
+  // ERR flushes them all; once their completions are polled the queue takes WRs again.
+  at.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ibv_modify_qp(qa, &at, IBV_QP_STATE), 0);
+  ibv_wc wc;
+  for (uint32_t i = 0; i < scap; ++i) {
+    ASSERT_TRUE(poll_one(a.cq, &wc)) << "WR " << i;
+    EXPECT_EQ(wc.wr_id, i);
+    EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+  }
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, 500, &s, 1, IBV_SEND_SIGNALED, b.addr(0), b.mr->rkey),
+            0);
+  ASSERT_TRUE(poll_one(a.cq, &wc));
+  EXPECT_EQ(wc.wr_id, 500u);
+
+  // Receive queue: full at its cap; the receive a SEND consumed frees one slot.
+  ibv_qp *x = qp(a), *y = qp(b);
+  ASSERT_TRUE(x && y);
+  connect(x, a, y, b);
+  ASSERT_EQ(ibv_query_qp(x, &at, IBV_QP_CAP, &ia), 0);
+  const uint32_t rcap = at.cap.max_recv_wr;
+  EXPECT_GE(rcap, 64u);
+  ibv_sge rs = sge_a(0, 64);
+  for (uint32_t i = 0; i < rcap; ++i)
+    ASSERT_EQ(post_recv(x, 1000 + i, &rs, 1), 0) << "receive " << i;
+  EXPECT_EQ(post_recv(x, 9999, &rs, 1), ENOMEM);
+  ibv_sge ss = sge_b(0, 8);
+  ASSERT_EQ(post_send(y, IBV_WR_SEND, 1, &ss, 1), 0);
+  ASSERT_TRUE(poll_one(a.cq, &wc));
+  EXPECT_EQ(wc.wr_id, 1000u);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  ASSERT_TRUE(poll_one(b.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(post_recv(x, 2000, &rs, 1), 0);
+  EXPECT_EQ(post_recv(x, 2001, &rs, 1), ENOMEM);
+
+  // Shared receive queue: the same, with max_wr as create_srq reports it.
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 16;
+  sa.attr.max_sge = 1;
+  ibv_srq *srq = ibv_create_srq(a.pd, &sa);
+  ASSERT_NE(srq, nullptr) << strerror(errno);
+  ibv_srq_attr sq{};
+  ASSERT_EQ(ibv_query_srq(srq, &sq), 0);
+  EXPECT_GE(sq.max_wr, 16u);
+  ibv_qp *z = qp(a, IBV_QPT_RC, srq), *w = qp(b);
+  ASSERT_TRUE(z && w);
+  connect(z, a, w, b);
+  auto post_srq = [&](uint64_t id) {
+    ibv_recv_wr wr{}, *bad = nullptr;
+    wr.wr_id = id;
+    wr.sg_list = &rs;
+    wr.num_sge = 1;
+    return ibv_post_srq_recv(srq, &wr, &bad);
+  };
+  for (uint32_t i = 0; i < sq.max_wr; ++i)
+    ASSERT_EQ(post_srq(3000 + i), 0) << "SRQ receive " << i;
+  EXPECT_EQ(post_srq(3999), ENOMEM);
+  ASSERT_EQ(post_send(w, IBV_WR_SEND, 2, &ss, 1), 0);
+  ASSERT_TRUE(poll_one(a.cq, &wc));
+  EXPECT_EQ(wc.wr_id, 3000u);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  ASSERT_TRUE(poll_one(b.cq, &wc));
+  EXPECT_EQ(post_srq(4000), 0);
+  EXPECT_EQ(post_srq(4001), ENOMEM);
+  for (auto &qq : qps)
+    if (qq == z) {
+      EXPECT_EQ(ibv_destroy_qp(qq), 0);
+      qq = nullptr;
+    }
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
 // A SEND longer than the receive buffer: the responder completes the receive with LOC_LEN_ERR
 // and NAKs "invalid request", so the requester sees REM_INV_REQ_ERR (rxe: RESPST_ERR_LENGTH).
 TEST_F(Verbs, LocLenErrAndRemInvReqErr) {

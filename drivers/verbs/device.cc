@@ -378,7 +378,8 @@ static_assert(static_cast<uint32_t>(AsyncEvent::kCqErr) == IBV_EVENT_CQ_ERR &&
               static_cast<uint32_t>(AsyncEvent::kSrqErr) == IBV_EVENT_SRQ_ERR &&
               static_cast<uint32_t>(AsyncEvent::kSrqLimitReached) == IBV_EVENT_SRQ_LIMIT_REACHED &&
               static_cast<uint32_t>(AsyncEvent::kQpLastWqeReached) ==
-                  IBV_EVENT_QP_LAST_WQE_REACHED);
+                  IBV_EVENT_QP_LAST_WQE_REACHED &&
+              static_cast<uint32_t>(AsyncEvent::kDeviceFatal) == IBV_EVENT_DEVICE_FATAL);
 }  // namespace
 
 UV_EXPORT int ibv_get_async_event(ibv_context *context, ibv_async_event *event) {

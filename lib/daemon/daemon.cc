@@ -115,6 +115,7 @@ struct Daemon::Session {
   RingMem db_mem;
   shm::RingConsumer db;  // main
   bool has_db = false;
+  bool db_broken = false;  // its doorbell ring's index was impossible: DEVICE_FATAL sent
   std::set<uint32_t> pds, ahs;
   std::map<uint32_t, uint32_t> pd_qps;   // PD -> QPs using it (EBUSY before the engines)
   std::map<uint32_t, shm::Mapping> mrs;  // lkey -> the daemon's mapping of the app's memfd
@@ -1524,6 +1525,14 @@ void Daemon::main_doorbells() noexcept {
     abi::Doorbell db[64];
     const uint32_t want = opt_.doorbell_budget < 64 ? opt_.doorbell_budget : 64;
     const size_t n = s->db.pop_burst(db, want);
+    if (n == 0 && s->db.corrupt() && !s->db_broken) {
+      // The app broke its doorbell ring's index: the daemon can no longer hear this context's
+      // posts (a QP already active keeps being drained). Like a device whose queues are gone:
+      // IBV_EVENT_DEVICE_FATAL, once, to this session only; the app must close the context.
+      s->db_broken = true;
+      ++mctr_.corrupt_rings;
+      queue_async(s, static_cast<uint32_t>(transport::AsyncEvent::kDeviceFatal), 0);
+    }
     for (size_t i = 0; i < n; ++i) {
       ++mctr_.doorbells;
       const abi::Doorbell d = db[i];

@@ -181,6 +181,7 @@ enum class AsyncEvent : uint32_t {
   kQpAccessErr = 3,
   kCommEst = 4,
   kSqDrained = 5,
+  kDeviceFatal = 8,  // the daemon's only: an app broke its context's doorbell ring
   kSrqErr = 14,
   kSrqLimitReached = 15,
   kQpLastWqeReached = 16,

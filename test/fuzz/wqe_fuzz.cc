@@ -481,6 +481,8 @@ void run_one(const uint8_t *data, size_t size) {
       // A broken SQ / RQ index: QP_FATAL names the fuzzed QP (Daemon::ring_broken).
       if (ev.event_type == static_cast<uint32_t>(AsyncEvent::kQpFatal))
         FUZZ_CHECK(ev.handle == qp.qpn);
+      // DEVICE_FATAL only for a broken doorbell ring (Daemon::main_doorbells).
+      if (ev.event_type == static_cast<uint32_t>(AsyncEvent::kDeviceFatal)) FUZZ_CHECK(tampered[4]);
       if (ev.event_type == static_cast<uint32_t>(AsyncEvent::kSrqErr)) {
         FUZZ_CHECK(ev.handle == srq.handle);
         srq_err = true;

@@ -630,6 +630,26 @@ void test_async_errors(Side &A, Side &B) {
       "for a broken SQ index\n");
 }
 
+// A context whose doorbell ring's producer index the app moved more than a ring ahead: the
+// daemon can no longer hear its doorbells, so that context alone gets IBV_EVENT_DEVICE_FATAL
+// (8), once; A's context on the same daemon keeps working (the tests after this one).
+void test_broken_doorbell_ring(const char *sock, Side &A) {
+  std::unique_ptr<Context> x;
+  int rc = Context::open(sock, "broken-db", &x);
+  REQUIRE(rc == 0, "open a third context: %s", std::strerror(rc));
+  uroce::shm::RingProducer &db = x->doorbell_ring_for_test();
+  std::atomic_ref<uint64_t>(db.header()->prod)
+      .store(db.index() + 3 * db.capacity(), std::memory_order_release);
+  CHECK(x->wait_async_event(kWaitMs) == 1, "no DEVICE_FATAL event within %d ms", kWaitMs);
+  std::vector<uroce::ctl::AsyncEventEntry> ev;
+  CHECK(x->get_async_events(&ev) == 0 && ev.size() == 1 && ev[0].event_type == 8,
+        "DEVICE_FATAL event: %zu event(s), type %u", ev.size(),
+        ev.empty() ? 99u : ev[0].event_type);
+  CHECK(x->wait_async_event(100) == 0, "a second event for the same broken ring");
+  CHECK(A.ctx->get_async_events(&ev) == 0 && ev.empty(), "A got %zu event(s) too", ev.size());
+  std::printf("ok: DEVICE_FATAL for a broken doorbell ring, to its context only\n");
+}
+
 // Corrupt WQEs complete with an error on their own QP only; other QPs keep working.
 void test_corrupt(Side &A, Side &B, Pair &good) {
   Pair p = connect_pair(A, B, kRc);
@@ -952,6 +972,7 @@ int run(const char *sa, const char *sb) {
   test_events(A, B, p);
   test_srq_and_query(A, B);
   test_async_errors(A, B);
+  test_broken_doorbell_ring(sa, A);
   test_corrupt(A, B, p);
   CHECK(A.ctx->destroy_qp(*p.a) == 0 && B.ctx->destroy_qp(*p.b) == 0, "destroy RC QPs");
   CHECK(A.ctx->dereg_mr(A.mr) == 0 && B.ctx->dereg_mr(B.mr) == 0, "dereg_mr");

@@ -481,6 +481,11 @@ class RingConsumer : public RingHandle {
   void defer_release() noexcept { deferred_ = true; }
   // Items taken and not yet released.
   uint64_t unreleased() const noexcept { return cons_ - rel_; }
+  // Releases every taken slot but the last `held` (the WRs still in work); nothing when more
+  // are held than are unreleased.
+  void release_all_but(uint64_t held) noexcept {
+    if (held <= cons_ - rel_) release_to(cons_ - held);
+  }
   // Releases every slot before index `idx` (rel_ <= idx <= index(); others are ignored).
   void release_to(uint64_t idx) noexcept {
     if (hdr_ == nullptr || idx - rel_ > cons_ - rel_ || idx == rel_) return;

@@ -1419,7 +1419,8 @@ bool Daemon::drain_sq(Worker &W, Qp &q) noexcept {
   }
   if (done != 0) {
     q.sq.consume(done);
-    release_slots(W, q);  // the WQEs failed here, and those the engine finished meanwhile
+    // The WQEs failed here, and those the engine finished meanwhile.
+    q.sq.release_all_but(W.eng->sq_outstanding(q.qpn));
   }
   if (engine_full) return true;
   if (q.sq.corrupt()) {
@@ -1457,7 +1458,7 @@ bool Daemon::drain_rq(Worker &W, Qp &q) noexcept {
     q.rq.consume(1);
     ++done;
   }
-  if (done != 0) release_slots(W, q);
+  if (done != 0) q.rq.release_all_but(W.eng->rq_outstanding(q.qpn));
   if (q.rq.corrupt()) {
     ring_broken(W, q);
     return false;
@@ -1498,7 +1499,7 @@ bool Daemon::drain_srq(Worker &W, Srq &s) noexcept {
     s.ring.consume(1);
     ++done;
   }
-  if (done != 0) release_srq_slots(W, s);
+  if (done != 0) s.ring.release_all_but(W.eng->srq_count(s.handle));
   if (s.ring.corrupt()) {
     ++ctr_.corrupt_rings;
     emit_async(W, static_cast<uint32_t>(transport::AsyncEvent::kSrqErr), s.handle);
@@ -1648,21 +1649,12 @@ uint32_t Daemon::bridge_in(unsigned w) noexcept {
 // the middle of a drain pass (fail_wqe -> move_cq), the engine may hold WQEs the ring has not
 // marked taken yet, and the release falls short (never too far) until the pass ends.
 void Daemon::release_slots(Worker &W, Qp &q) noexcept {
-  const uint32_t s = W.eng->sq_outstanding(q.qpn);
-  if (s <= q.sq.unreleased()) q.sq.release_to(q.sq.index() - s);
-  if (q.has_rq) {
-    const uint32_t r = W.eng->rq_outstanding(q.qpn);
-    if (r <= q.rq.unreleased()) q.rq.release_to(q.rq.index() - r);
-  }
+  q.sq.release_all_but(W.eng->sq_outstanding(q.qpn));
+  if (q.has_rq) q.rq.release_all_but(W.eng->rq_outstanding(q.qpn));
   if (q.srq != 0) {
     Srq *srq = q.srq < W.srq_by_handle.size() ? W.srq_by_handle[q.srq] : nullptr;
-    if (srq != nullptr) release_srq_slots(W, *srq);
+    if (srq != nullptr) srq->ring.release_all_but(W.eng->srq_count(srq->handle));
   }
-}
-
-void Daemon::release_srq_slots(Worker &W, Srq &s) noexcept {
-  const uint32_t n = W.eng->srq_count(s.handle);
-  if (n <= s.ring.unreleased()) s.ring.release_to(s.ring.index() - n);
 }
 
 // The app broke its consumer index: the CQ is unusable; IBV_EVENT_CQ_ERR once.

@@ -214,7 +214,6 @@ class Daemon : public ctl::Handler {
   uint32_t move_cq(Worker &W, Cq &c) noexcept;
   // Gives the app back the SQ / RQ (SRQ) slots of the work requests the engine is done with.
   void release_slots(Worker &W, Qp &q) noexcept;
-  void release_srq_slots(Worker &W, Srq &s) noexcept;
   bool cq_ring_broken(Worker &W, Cq &c) noexcept;
   void emit_async(Worker &W, uint32_t type, uint32_t handle) noexcept;
 

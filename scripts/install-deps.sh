@@ -16,6 +16,8 @@ PKGS=(
   ibverbs-utils perftest rdma-core iproute2
   # uroced integration test (test/integration): ARP and ND probes from the Linux side
   iputils-arping iputils-ping ndisc6
+  # the installed tree's test (test/install): systemd-analyze verify on the service unit
+  systemd
   # interop suite (test/interop, doc/interop.md): the rxe guests of ../shared/rig under qemu;
   # the rig's image build needs xz, readelf, dpkg-deb, cpio and kmod (depmod, and the /bin/kmod
   # its symlink checks see); nftables drops frames where the kernel has no tc netem (also the

@@ -24,8 +24,9 @@ need_root "like the other integration tests"
 ID=$$
 WORK=$(mktemp -d /tmp/uroce-loopback-XXXXXX)
 PREFIX=uroce-loopback-$ID
-PID_D="" PID_R=""
+PID_D="" PID_R="" PID_W=""
 cleanup() {
+  [ -n "$PID_W" ] && kill "$PID_W" 2>/dev/null
   [ -n "$PID_R" ] && stop_pid "$PID_R" KILL >/dev/null 2>&1
   [ -n "$PID_D" ] && stop_pid "$PID_D" TERM >/dev/null 2>&1
   rm -rf "/var/run/dpdk/$PREFIX"
@@ -62,7 +63,15 @@ stat() {  # stat KEY -> value (empty if absent)
 # --- 1. both contexts on the one daemon
 verbs_app_run "$APP" "$SOCK" "$SOCK" "verbs_app run with both ends on one uroced: every operation"
 
-# --- 2. two app processes on the one daemon
+# --- 2. two app processes on the one daemon, watched by uroce-stat --watch
+timeout 300 "$STAT" -s "$SOCK" --watch 0.2 --count 1500 port.p0.tx_loopback >"$WORK/watch.log" 2>&1 &
+PID_W=$!
+blocks() { grep -c '^# t=' "$WORK/watch.log" 2>/dev/null; }
+wait_blocks() {  # wait_blocks N: until the watch printed N blocks (at most 60 s)
+  for _ in $(seq 600); do [ "$(blocks)" -ge "$1" ] && return 0; sleep 0.1; done
+  return 1
+}
+wait_blocks 1 || fail "uroce-stat --watch printed nothing in 60 s"
 mkdir "$WORK/rv"
 timeout 300 "$APP" responder "$SOCK" "$WORK/rv" >"$WORK/responder.log" 2>&1 &
 PID_R=$!
@@ -74,6 +83,31 @@ if [ $rc_q -eq 0 ] && [ $rc_r -eq 0 ]; then
 else
   fail "two app processes: requester exit $rc_q, responder exit $rc_r"
   sed 's/^/  requester: /' "$WORK/requester.log"; sed 's/^/  responder: /' "$WORK/responder.log"
+fi
+
+# Two more blocks: one of them is sampled after the apps' traffic, so some rate is not 0.
+wait_blocks $(($(blocks) + 2)) || fail "uroce-stat --watch stopped printing"
+kill "$PID_W" 2>/dev/null; wait "$PID_W" 2>/dev/null
+PID_W=""
+# Every block: "# t=T s interval D s", then "port.p0.tx_loopback VALUE RATE/s" with RATE the
+# change since the previous block over D (the interval is printed to the ms: 2 % + 2 slack).
+if awk '
+  /^# t=/ { dt = $5; blocks++; next }
+  $1 == "port.p0.tx_loopback" {
+    sub("/s$", "", $3); v = $2 + 0; r = $3 + 0
+    if (seen) { want = (v - last) / dt; d = r - want; if (d < 0) d = -d
+                if (d > 2 + want * 0.02) { print "bad rate", r, "want", want; bad = 1 }
+                if (r > 0) moving++ }
+    else if (r != 0) { print "first block rate", r; bad = 1 }
+    last = v; seen = 1; next }
+  NF == 3 && $3 ~ /^-?[0-9]+\/s$/ { next }  # the other port.p0.tx_loopback* counters
+  { print "unexpected line:", $0; bad = 1 }
+  END { if (blocks < 2 || !moving || bad) { print blocks, "blocks,", moving + 0, "moving"; exit 1 } }
+' "$WORK/watch.log" >"$WORK/watch.check"; then
+  pass "uroce-stat --watch: $(grep -c '^# t=' "$WORK/watch.log") blocks, every rate = change / interval"
+else
+  fail "uroce-stat --watch: $(cat "$WORK/watch.check")"
+  head -20 "$WORK/watch.log" | sed 's/^/  watch: /'
 fi
 
 # --- 3. counters: the 100000-byte WRITE alone is 98 packets and the 50000-byte READ response

@@ -9,6 +9,8 @@ PKGS=(
   libclang-rt-14-dev llvm
   # libraries
   libdpdk-dev libisal-dev libibverbs-dev libpcap-dev
+  # dpdk-telemetry.py and dpdk-dumpcap against a running uroced (test/integration)
+  dpdk-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # independent wire checkers used by the tests
   python3 python3-scapy tshark

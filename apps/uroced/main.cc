@@ -33,6 +33,7 @@
 #include "port/eal.h"
 #include "port/eth_port.h"
 #include "port/port_queue.h"
+#include "telemetry/telemetry.h"
 #include "transport/engine.h"
 #include "uroce_version.h"
 #include "util/capture_ring.h"
@@ -818,6 +819,9 @@ int run(int argc, char **argv) {
         std::printf("uroced: control socket %s (device %s, port %s)\n", path.c_str(),
                     cfg.ports[i].ibdev.c_str(), ports[i]->name().c_str());
     }
+    // /uroce/... for dpdk-telemetry.py: its callbacks read the counters through servers[0].
+    if (const int rc = telemetry::register_commands(cfg.ports[0].socket))
+      std::printf("uroced: telemetry commands not registered: %s\n", std::strerror(-rc));
     std::printf("uroced: running on lcore %u (transport engine on port %s", rte_lcore_id(),
                 ports[0]->name().c_str());
     for (unsigned w = 1; w < nw; ++w)

@@ -129,6 +129,38 @@ for k in daemon.qps daemon.mrs daemon.cqs daemon.pds; do
   v=$(stat $k); [ "$v" = 0 ] || fail "$k = '$v' after the apps closed everything"
 done
 
+# --- 4. the same counters through DPDK telemetry (Debian's dpdk-telemetry.py, /uroce/...)
+if command -v dpdk-telemetry.py >/dev/null; then
+  printf '/uroce/ports\n/uroce/port,p0\n/uroce/daemon\n/uroce/qp\n/uroce/port,nope\n' |
+    timeout 60 dpdk-telemetry.py -f "$PREFIX" >"$WORK/telemetry.log" 2>&1
+  if python3 - "$WORK/telemetry.log" "$lb" <<'PY'
+import json, sys
+replies = {}
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line.startswith("{"):
+        r = json.loads(line)
+        k = next(iter(r))
+        replies.setdefault(k, []).append(r[k])
+want_lb = int(sys.argv[2])
+port = replies["/uroce/port"]
+assert replies["/uroce/ports"] == [["p0"]], replies["/uroce/ports"]
+assert port[0]["tx_loopback"] == want_lb, (port[0]["tx_loopback"], want_lb)
+assert port[0]["rx_roce"] == want_lb, port[0]["rx_roce"]
+assert port[1] is None, port[1]  # an unknown port: an error reply
+assert replies["/uroce/daemon"][0]["qps"] == 0
+assert replies["/uroce/qp"] == [None]  # /uroce/qp needs a QP number
+PY
+  then
+    pass "dpdk-telemetry.py: /uroce/ports, /uroce/port,p0 (tx_loopback=$lb), /uroce/daemon, errors"
+  else
+    fail "dpdk-telemetry.py /uroce/... replies"
+    sed 's/^/  telemetry: /' "$WORK/telemetry.log"
+  fi
+else
+  fail "dpdk-telemetry.py not found (scripts/install-deps.sh installs dpdk-dev)"
+fi
+
 stop_pid "$PID_D" TERM; rc=$?
 PID_D=""
 if [ $rc -eq 0 ] && grep -q "uroced: stopped" "$WORK/uroced.log"; then

@@ -624,6 +624,9 @@ int run(int argc, char **argv) {
   try {
     const std::vector<std::string> eal_args = port::eal_argv(cfg, argv[0]);
     port::Eal eal(eal_args);
+    if (eal.pdump_status() != 0)
+      std::printf("uroced: capture by dpdk-dumpcap unavailable: %s\n",
+                  std::strerror(-eal.pdump_status()));
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);

@@ -6,6 +6,7 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_pdump.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -116,9 +117,11 @@ Eal::Eal(const std::vector<std::string> &argv) {
     throw PortError("rte_eal_init failed: " + std::string(rte_strerror(rte_errno)) +
                     " (arguments:" + line + ")");
   }
+  pdump_ = rte_pdump_init() == 0 ? 0 : -(rte_errno ? rte_errno : ENOTSUP);
 }
 
 Eal::~Eal() {
+  if (pdump_ == 0) rte_pdump_uninit();
   rte_eal_cleanup();
 }
 

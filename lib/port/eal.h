@@ -40,12 +40,19 @@ inline constexpr uint32_t kAfPacketFrameOverhead = 96;
 uint16_t data_room_for(const config::PortConfig &p);
 
 // rte_eal_init on construction (throws PortError), rte_eal_cleanup on destruction.
+// The EAL, and packet capture by DPDK's tools (rte_pdump: dpdk-dumpcap attaches as a secondary
+// process; that needs the primary on hugepages, doc/uroced.md).
 class Eal {
  public:
   explicit Eal(const std::vector<std::string> &argv);
   ~Eal();
   Eal(const Eal &) = delete;
   Eal &operator=(const Eal &) = delete;
+  // 0 when rte_pdump_init succeeded, else its negative errno (capture by dpdk-dumpcap off).
+  int pdump_status() const noexcept { return pdump_; }
+
+ private:
+  int pdump_ = -1;
 };
 
 // Creates the packet pool (n mbufs, data room as given, per-lcore cache). Throws PortError.

@@ -23,7 +23,7 @@ declare -A seed_kind=([parse_frame_fuzz]=parse [build_parse_fuzz]=build [engine_
 # byte and a 64..512-byte slot each (or 8 bytes: a ring index, a doorbell).
 declare -A max_len=([parse_frame_fuzz]=9300 [build_parse_fuzz]=4096 [ctl_fuzz]=4200
                     [engine_rx_fuzz]=8192 [config_fuzz]=4096 [wqe_fuzz]=4096
-                    [cm_fuzz]=512)
+                    [cm_fuzz]=2048)
 
 if [ ! -f "$bdir/build.ninja" ]; then
   CXX=clang++ CC=clang meson setup "$bdir" "$root" -Dfuzz=true -Db_lundef=false

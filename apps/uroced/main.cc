@@ -32,6 +32,7 @@
 #include "env_check.h"
 #include "port/eal.h"
 #include "port/eth_port.h"
+#include "port/neigh_wait.h"
 #include "port/port_queue.h"
 #include "telemetry/telemetry.h"
 #include "transport/engine.h"
@@ -451,8 +452,8 @@ void add_lane_stats(unsigned w, const LaneCounters &c, const LaneQueue &q,
   add("capture_dropped", q.capture_dropped);
 }
 
-// The daemon's control-plane view of ports[0]. resolve() runs the data path while it waits
-// for ARP / ND (bounded by the neighbour state machine: three probes, then failed).
+// The daemon's control-plane view of ports[0]. resolve() runs the loop while it waits for
+// ARP / ND (port/neigh_wait.h), at most the port's neigh_wait_ms.
 class EthPortView final : public PortView {
  public:
   EthPortView(port::EthPort &p, const config::PortConfig &pc, Loop &loop)
@@ -472,17 +473,19 @@ class EthPortView final : public PortView {
     }
   }
   int resolve(const wire::Gid &dgid, uint8_t mac_out[6]) noexcept override {
-    const uint64_t deadline = loop_.clock.now_ns() + 10'000'000'000ull;
     const timespec nap{0, 50'000};
-    for (;;) {
-      const uint64_t now = loop_.clock.now_ns();
-      const port::Resolve r = dgid.is_v4mapped() ? p_.resolve_ipv4(dgid.ipv4(), now, mac_out)
-                                                 : p_.resolve_ipv6(dgid.raw, now, mac_out);
-      if (r == port::Resolve::kResolved) return 0;
-      if (r != port::Resolve::kPending || now > deadline) return EHOSTUNREACH;
-      p_.flush();
-      if (loop_.step() == 0) nanosleep(&nap, nullptr);
-    }
+    const port::Resolve r = port::wait_resolution(
+        [this] { return loop_.clock.now_ns(); },
+        [&](uint64_t now) {
+          return dgid.is_v4mapped() ? p_.resolve_ipv4(dgid.ipv4(), now, mac_out)
+                                    : p_.resolve_ipv6(dgid.raw, now, mac_out);
+        },
+        [this] {
+          p_.flush();
+          return loop_.step();
+        },
+        [&nap] { nanosleep(&nap, nullptr); }, uint64_t{pc_.neigh_wait_ms} * 1'000'000);
+    return r == port::Resolve::kResolved ? 0 : EHOSTUNREACH;
   }
 
  private:

@@ -64,9 +64,10 @@ constexpr KeyInfo kEalKeys[] = {{"args", true}};
 constexpr KeyInfo kDaemonKeys[] = {{"socket", false},       {"workers", false}, {"mbufs", false},
                                    {"rx_desc", false},      {"tx_desc", false}, {"pcap", false},
                                    {"idle_sleep_us", false}};
-constexpr KeyInfo kPortKeys[] = {{"device", false}, {"ipv4", true},     {"ipv6", true},
-                                 {"mtu", false},    {"dscp", false},    {"ecn", false},
-                                 {"ibdev", false},  {"gateway", false}, {"socket", false}};
+constexpr KeyInfo kPortKeys[] = {{"device", false},       {"ipv4", true},     {"ipv6", true},
+                                 {"mtu", false},          {"dscp", false},    {"ecn", false},
+                                 {"ibdev", false},        {"gateway", false}, {"socket", false},
+                                 {"neigh_wait_ms", false}};
 
 const KeyInfo *find_key(std::string_view section, std::string_view key) {
   auto look = [&](auto &tbl) -> const KeyInfo * {
@@ -457,6 +458,8 @@ Config parse(std::string_view text, std::string_view filename,
         p.dscp = parse_uint<uint8_t>(e, 0, 63);
       } else if (e.key == "ecn") {
         p.ecn = parse_bool(e);
+      } else if (e.key == "neigh_wait_ms") {
+        p.neigh_wait_ms = parse_uint<uint32_t>(e, 0, 10000);
       } else if (e.key == "ibdev") {
         // The verbs device name apps see (ibv_get_device_name, ibv_devinfo -d): IBV_SYSFS_NAME_MAX
         // is 64 bytes with the NUL.

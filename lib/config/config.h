@@ -43,6 +43,8 @@ struct PortConfig {
   uint32_t mtu = 1500;  // Ethernet (IP) MTU, as `ip link` shows it
   uint8_t dscp = 0;
   bool ecn = true;
+  // How long modify_qp / create_ah wait for a neighbour resolution in progress (doc/uroced.md).
+  uint32_t neigh_wait_ms = 4000;
   std::string ibdev;  // verbs device name (ibv_get_device_name); default uroce<N>, N = port index
   // Control socket of this port's verbs device (each port is one device, as rxe makes one per
   // netdev). Default: daemon.socket for the first port, daemon.socket + "." + ibdev for others.

@@ -68,6 +68,20 @@ const char *arp_drop_str(ArpDrop d) noexcept {
   return "?";
 }
 
+const char *arp_ignore_str(ArpIgnore i) noexcept {
+  switch (i) {
+    case ArpIgnore::kNoEntry:
+      return "no_entry";
+    case ArpIgnore::kLocalSender:
+      return "local_sender";
+    case ArpIgnore::kZeroSender:
+      return "zero_sender";
+    case ArpIgnore::kCount:
+      break;
+  }
+  return "?";
+}
+
 Arp::Arp(const uint8_t mac[6], std::span<const Ipv4If> addrs, const NeighParams &params)
     : addrs_(addrs.begin(), addrs.end()), table_(params) {
   std::memcpy(mac_, mac, 6);
@@ -151,7 +165,17 @@ size_t Arp::input(const uint8_t *frame, size_t len, uint64_t now, uint8_t *out,
   if (op == kOpReply) {
     ++c_.rx_replies;
     // A reply confirms an entry we asked for; unsolicited ones only update existing entries.
-    if (!probe && !is_local(a->spa)) table_.confirm(a->spa, a->sha, now, /*create=*/false);
+    ArpIgnore why = ArpIgnore::kCount;
+    if (probe) {
+      why = ArpIgnore::kZeroSender;
+    } else if (is_local(a->spa)) {
+      why = ArpIgnore::kLocalSender;
+    } else if (table_.find(a->spa) == nullptr) {
+      why = ArpIgnore::kNoEntry;
+    } else {
+      table_.confirm(a->spa, a->sha, now, /*create=*/false);
+    }
+    if (why != ArpIgnore::kCount) ++c_.reply_ignored[static_cast<size_t>(why)];
     return 0;
   }
   if (!for_us) {

@@ -36,6 +36,15 @@ enum class ArpDrop : uint8_t {
 };
 const char *arp_drop_str(ArpDrop d) noexcept;
 
+// A valid ARP reply that resolved nothing, by reason.
+enum class ArpIgnore : uint8_t {
+  kNoEntry,      // sender IP we have no entry for (not asked, or another address): Linux too
+  kLocalSender,  // sender IP is one of ours (also counted in conflicts)
+  kZeroSender,   // sender IP 0.0.0.0
+  kCount
+};
+const char *arp_ignore_str(ArpIgnore i) noexcept;
+
 struct ArpCounters {
   uint64_t rx = 0;  // ARP frames handed to input()
   uint64_t rx_requests_for_us = 0;
@@ -47,6 +56,7 @@ struct ArpCounters {
   uint64_t tx_no_buffer = 0;  // a reply was due but `out` was too small / absent
   uint64_t conflicts = 0;     // someone else claims one of our addresses
   uint64_t drops[static_cast<size_t>(ArpDrop::kCount)] = {};
+  uint64_t reply_ignored[static_cast<size_t>(ArpIgnore::kCount)] = {};
 };
 
 class Arp {

@@ -171,17 +171,35 @@ void EthPort::stop() noexcept {
 }
 
 void EthPort::neighbour_stats(const std::function<void(const std::string &, uint64_t)> &f) const {
-  f("arp.tx_requests", arp_->counters().tx_requests);
-  f("arp.rx_replies", arp_->counters().rx_replies);
-  f("nd.tx_ns", nd_->counters().tx_ns);
-  f("nd.rx_na", nd_->counters().rx_na);
-  f("neigh_failures", arp_->table().failures() + nd_->table().failures());
+  const ArpCounters &a = arp_->counters();
+  const NdCounters &d = nd_->counters();
+  f("arp.tx_requests", a.tx_requests);
+  f("arp.rx_replies", a.rx_replies);
+  for (size_t i = 0; i < static_cast<size_t>(ArpIgnore::kCount); ++i)
+    f(std::string("arp.reply_ignored.") + arp_ignore_str(static_cast<ArpIgnore>(i)),
+      a.reply_ignored[i]);
+  for (size_t i = 0; i < static_cast<size_t>(ArpDrop::kCount); ++i)
+    if (a.drops[i]) f(std::string("drop.") + arp_drop_str(static_cast<ArpDrop>(i)), a.drops[i]);
+  f("nd.tx_ns", d.tx_ns);
+  f("nd.rx_na", d.rx_na);
+  for (size_t i = 0; i < static_cast<size_t>(NdIgnore::kCount); ++i)
+    f(std::string("nd.na_ignored.") + nd_ignore_str(static_cast<NdIgnore>(i)), d.na_ignored[i]);
+  for (size_t i = 0; i < static_cast<size_t>(NdDrop::kCount); ++i)
+    if (d.drops[i]) f(std::string("drop.") + nd_drop_str(static_cast<NdDrop>(i)), d.drops[i]);
+  const uint64_t failures = arp_->table().failures() + nd_->table().failures();
+  const uint64_t ignored =
+      arp_->table().failures_answer_ignored() + nd_->table().failures_answer_ignored();
+  f("neigh_failures", failures);
+  f("neigh_failures.no_answer", failures - ignored);
+  f("neigh_failures.answer_ignored", ignored);
   auto entry = [&](const std::string &ip, NeighState st, const uint8_t mac[6]) {
-    if (st != NeighState::kReachable && st != NeighState::kStale && st != NeighState::kProbe)
-      return;
+    if (st == NeighState::kFree) return;
+    static const uint8_t kNone[6] = {};
+    const bool has_mac = st != NeighState::kIncomplete && st != NeighState::kFailed;
+    const uint8_t *m = has_mac ? mac : kNone;
     uint64_t v = uint64_t{static_cast<uint8_t>(st)} << 48;
     for (int i = 0; i < 6; ++i)
-      v |= uint64_t{mac[i]} << (8 * (5 - i));
+      v |= uint64_t{m[i]} << (8 * (5 - i));
     f("neigh." + ip, v);
   };
   for (const auto &e : arp_->table().entries())

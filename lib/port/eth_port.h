@@ -145,10 +145,11 @@ class EthPort {
   const PortCounters &counters() const noexcept { return c_; }
   std::string link_status() const;  // "up 10000 Mb/s full-duplex" / "down"
   // The neighbour side for uroce-stat: f(name, value) for the ARP / ND resolution counters
-  // (arp.tx_requests arp.rx_replies nd.tx_ns nd.rx_na neigh_failures) and for every
-  // neighbour entry that holds a MAC: "neigh.IP" (IPv4 dotted, IPv6 RFC 5952) with the MAC in
-  // bits 0-47 (first byte highest) and the NeighState in bits 48-55. Entries still resolving
-  // or failed have no MAC and are not listed (neigh_failures counts the failures).
+  // (arp.tx_requests arp.rx_replies arp.reply_ignored.REASON nd.tx_ns nd.rx_na
+  // nd.na_ignored.REASON neigh_failures neigh_failures.no_answer neigh_failures.answer_ignored,
+  // drop.arp_* / drop.nd_* when non-zero) and for every neighbour entry: "neigh.IP" (IPv4
+  // dotted, IPv6 RFC 5952) with the MAC in bits 0-47 (first byte highest; zero while
+  // incomplete or failed) and the NeighState in bits 48-55.
   void neighbour_stats(const std::function<void(const std::string &, uint64_t)> &f) const;
   bool promiscuous() const noexcept;
   bool allmulticast() const noexcept;

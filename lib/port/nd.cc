@@ -91,6 +91,22 @@ const char *nd_drop_str(NdDrop d) noexcept {
   return "?";
 }
 
+const char *nd_ignore_str(NdIgnore i) noexcept {
+  switch (i) {
+    case NdIgnore::kNoEntry:
+      return "no_entry";
+    case NdIgnore::kNoTlla:
+      return "no_tlla";
+    case NdIgnore::kNotSolicited:
+      return "not_solicited";
+    case NdIgnore::kOverrideClear:
+      return "override_clear";
+    case NdIgnore::kCount:
+      break;
+  }
+  return "?";
+}
+
 void Nd::solicited_node(const uint8_t ip[16], uint8_t group[16]) noexcept {
   static constexpr uint8_t kPrefix[13] = {0xFF, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xFF};
   std::memcpy(group, kPrefix, 13);
@@ -292,10 +308,11 @@ size_t Nd::input(const uint8_t *frame, size_t len, uint64_t now, uint8_t *out,
     return n;
   }
 
-  // Neighbor Advertisement.
+  // Neighbor Advertisement: RFC 4861 7.2.5.
   const uint8_t flags = m[4];
   if (is_multicast(ip->dst()) && (flags & kNaSolicited)) {
     drop(NdDrop::kSolicitedToMcast);
+    table_.answer_ignored(target);  // an answer, if we were asking: "answer ignored"
     return 0;
   }
   ++c_.rx_na;
@@ -303,12 +320,47 @@ size_t Nd::input(const uint8_t *frame, size_t len, uint64_t now, uint8_t *out,
     ++c_.conflicts;
     return 0;
   }
-  if (lladdr != nullptr) {
-    if (flags & kNaSolicited) {
+  const NeighTable<16>::Entry *e = table_.find(target);
+  if (e == nullptr) {  // nothing asked for this target: no entry is created (as Linux)
+    ignore(NdIgnore::kNoEntry, target);
+    return 0;
+  }
+  const bool solicited = (flags & kNaSolicited) != 0, override = (flags & kNaOverride) != 0;
+  const bool have_mac = e->state != NeighState::kIncomplete && e->state != NeighState::kFailed;
+  if (lladdr == nullptr) {
+    // Linux answers a unicast NS (our refresh of a stale entry) without the TLLA option: the
+    // advertisement is about the MAC we already have (7.2.5: "the link-layer address is the
+    // same").
+    if (!have_mac) {
+      ignore(NdIgnore::kNoTlla, target);
+    } else if (solicited) {
+      uint8_t mac[6];
+      std::memcpy(mac, e->mac, 6);
+      table_.confirm(target, mac, now, /*create=*/false);
+    } else {
+      ignore(NdIgnore::kNotSolicited, target);
+    }
+    return 0;
+  }
+  if (!have_mac) {  // first MAC for the entry: taken whatever O says
+    if (solicited) {
       table_.confirm(target, lladdr, now, /*create=*/false);
     } else {
       table_.learn(target, lladdr, now, /*create=*/false);
     }
+    return 0;
+  }
+  const bool same = std::memcmp(e->mac, lladdr, 6) == 0;
+  if (!override && !same) {
+    table_.make_stale(target);
+    ignore(NdIgnore::kOverrideClear, target);
+    return 0;
+  }
+  if (solicited) {
+    table_.confirm(target, lladdr, now, /*create=*/false);
+  } else {
+    if (same) ignore(NdIgnore::kNotSolicited, target);
+    table_.learn(target, lladdr, now, /*create=*/false);
   }
   (void)kNaRouter;
   return 0;

@@ -46,6 +46,16 @@ enum class NdDrop : uint8_t {
 };
 const char *nd_drop_str(NdDrop d) noexcept;
 
+// A valid Neighbor Advertisement that resolved nothing (RFC 4861 7.2.5), by reason.
+enum class NdIgnore : uint8_t {
+  kNoEntry,        // target we have no entry for (not asked, or another address): Linux too
+  kNoTlla,         // no target link-layer option while we have no MAC for the target
+  kNotSolicited,   // S clear with the MAC we already have: not a confirmation
+  kOverrideClear,  // O clear and a MAC other than ours: not taken (a reachable entry -> stale)
+  kCount
+};
+const char *nd_ignore_str(NdIgnore i) noexcept;
+
 struct NdCounters {
   uint64_t rx = 0;  // frames handed to input()
   uint64_t rx_ns_for_us = 0;
@@ -58,6 +68,7 @@ struct NdCounters {
   uint64_t tx_no_buffer = 0;
   uint64_t conflicts = 0;  // NA or DAD NS for one of our addresses from another node
   uint64_t drops[static_cast<size_t>(NdDrop::kCount)] = {};
+  uint64_t na_ignored[static_cast<size_t>(NdIgnore::kCount)] = {};
 };
 
 class Nd {
@@ -103,6 +114,10 @@ class Nd {
                uint8_t na_flags) const noexcept;
   const uint8_t *source_for(const uint8_t ip[16]) const noexcept;
   void drop(NdDrop d) noexcept { ++c_.drops[static_cast<size_t>(d)]; }
+  void ignore(NdIgnore i, const uint8_t *target) noexcept {
+    ++c_.na_ignored[static_cast<size_t>(i)];
+    table_.answer_ignored(target);
+  }
 
   uint8_t mac_[6];
   std::vector<Ipv6If> addrs_;

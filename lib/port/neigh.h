@@ -1,18 +1,22 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // A bounded neighbour table shared by ARP (4-byte keys) and IPv6 ND (16-byte keys).
 //
-// States follow the Linux neighbour state machine in a reduced form:
-//   kIncomplete  no MAC yet; broadcast/multicast probes, retransmitted with doubling interval
-//                (retrans_ns, 2x, 4x ...) up to max_probes, then kFailed.
-//   kReachable   MAC confirmed by a reply, usable until `expires` (reachable_ns after the
+// States follow the Linux neighbour state machine in a reduced form (doc/uroced.md, Neighbours):
+//   kIncomplete  no MAC yet; broadcast/multicast probes every retrans_ns (Linux retrans_time),
+//                max_probes of them (mcast_solicit), then kFailed.
+//   kReachable   MAC confirmed by a reply, usable until `deadline` (reachable_ns after the
 //                confirmation); then kStale.
 //   kStale       MAC usable but unconfirmed (learnt from a peer's request, or timed out). Using
-//                it (resolve) starts a refresh: kProbe.
-//   kProbe       MAC still usable; unicast probes up to max_probes, then kFailed.
-//   kFailed      resolve() answers kFailed until failed_hold_ns have passed, then the entry is
-//                freed and the next resolve() starts over.
-// Unused stale entries are freed after gc_stale_ns. When the table is full, a new entry
-// replaces the least recently used stale or failed entry, or is refused (kTableFull).
+//                it (resolve) answers the MAC and starts a refresh: kProbe.
+//   kProbe       MAC still usable; unicast probes every retrans_ns, max_probes of them
+//                (ucast_solicit), then kFailed.
+//   kFailed      no MAC. resolve() answers kFailed until retry_ns after the failure, then starts
+//                a new kIncomplete episode (at most one new resolution per retry_ns per
+//                neighbour); a late answer to the failed episode is still accepted.
+// Unused stale and failed entries are freed after gc_stale_ns. When the table is full, a new
+// entry replaces the least recently used stale or failed entry, or is refused (kTableFull).
+// A failure is counted as "no answer" or, when an answer for the entry arrived during the
+// episode but was ignored (answer_ignored()), as "answer ignored".
 //
 // The caller passes a monotonic time in nanoseconds. Nothing here allocates after
 // construction, throws, locks or prints.
@@ -27,17 +31,17 @@ namespace uroce::port {
 
 struct NeighParams {
   size_t capacity = 256;
-  uint64_t reachable_ns = 30'000'000'000ull;   // Linux base_reachable_time 30 s
-  uint64_t retrans_ns = 1'000'000'000ull;      // first retransmission after 1 s, then doubling
-  unsigned max_probes = 3;                     // Linux mcast_solicit / ucast_solicit 3
-  uint64_t failed_hold_ns = 3'000'000'000ull;  // how long a failure is remembered
-  uint64_t gc_stale_ns = 60'000'000'000ull;    // unused stale entries are freed after this
+  uint64_t reachable_ns = 30'000'000'000ull;  // Linux base_reachable_time 30 s
+  uint64_t retrans_ns = 1'000'000'000ull;     // between probes: Linux retrans_time 1 s
+  unsigned max_probes = 3;                    // Linux mcast_solicit / ucast_solicit 3
+  uint64_t retry_ns = 1'000'000'000ull;       // a failed entry is tried again after this
+  uint64_t gc_stale_ns = 60'000'000'000ull;   // unused stale / failed entries are freed
 };
 
 enum class Resolve : uint8_t {
   kResolved,   // mac_out is valid
   kPending,    // a probe is (or will be) sent; ask again later
-  kFailed,     // no answer to max_probes probes (remembered for failed_hold_ns)
+  kFailed,     // the last resolution failed less than retry_ns ago
   kTableFull,  // no room for a new entry
   kNoSource,   // no local address of this family to send the probe from
 };
@@ -54,7 +58,8 @@ class NeighTable {
     uint8_t mac[6] = {};
     NeighState state = NeighState::kFree;
     uint8_t probes = 0;      // probes sent in the current kIncomplete / kProbe episode
-    uint64_t deadline = 0;   // next probe (Incomplete/Probe), expiry (Reachable/Failed)
+    uint8_t ignored = 0;     // answers ignored in this episode (saturating)
+    uint64_t deadline = 0;   // next probe (Incomplete/Probe), expiry (Reachable), retry (Failed)
     uint64_t last_used = 0;  // last resolve() or update
   };
 
@@ -91,9 +96,7 @@ class NeighTable {
     if (e == nullptr) {
       e = alloc(ip, now);
       if (e == nullptr) return Resolve::kTableFull;
-      e->state = NeighState::kIncomplete;
-      e->probes = 1;
-      e->deadline = now + p_.retrans_ns;
+      start(*e, NeighState::kIncomplete, now);
       *probe_now = true;
       return Resolve::kPending;
     }
@@ -104,9 +107,7 @@ class NeighTable {
         e->state = NeighState::kStale;
         [[fallthrough]];
       case NeighState::kStale:
-        e->state = NeighState::kProbe;
-        e->probes = 1;
-        e->deadline = now + p_.retrans_ns;
+        start(*e, NeighState::kProbe, now);
         *probe_now = true;
         *unicast = true;
         break;
@@ -116,9 +117,7 @@ class NeighTable {
         return Resolve::kPending;
       case NeighState::kFailed:
         if (now < e->deadline) return Resolve::kFailed;
-        e->state = NeighState::kIncomplete;  // hold time over: start again
-        e->probes = 1;
-        e->deadline = now + p_.retrans_ns;
+        start(*e, NeighState::kIncomplete, now);  // used again after retry_ns: a new episode
         *probe_now = true;
         return Resolve::kPending;
       case NeighState::kFree:
@@ -140,8 +139,25 @@ class NeighTable {
     std::memcpy(e->mac, mac, 6);
     e->state = NeighState::kReachable;
     e->probes = 0;
+    e->ignored = 0;
     e->deadline = now + p_.reachable_ns;
     return true;
+  }
+
+  // An answer for `ip` arrived but could not be used (the protocol counts why); remembered so
+  // that a failure of the episode is counted as "answer ignored" rather than "no answer".
+  void answer_ignored(const uint8_t *ip) noexcept {
+    Entry *e = find(ip);
+    if (e != nullptr && (e->state == NeighState::kIncomplete || e->state == NeighState::kProbe) &&
+        e->ignored < 255)
+      ++e->ignored;
+  }
+
+  // A reachable entry whose peer announced another MAC without the right to override it
+  // (RFC 4861 7.2.5, O clear): kept, but no longer trusted (kStale).
+  void make_stale(const uint8_t *ip) noexcept {
+    Entry *e = find(ip);
+    if (e != nullptr && e->state == NeighState::kReachable) e->state = NeighState::kStale;
   }
 
   // A peer told us its MAC without a confirmation of reachability (its request, a gratuitous
@@ -162,6 +178,7 @@ class NeighTable {
       std::memcpy(e->mac, mac, 6);
       e->state = NeighState::kStale;
       e->probes = 0;
+      e->ignored = 0;
     }
     return true;
   }
@@ -178,23 +195,22 @@ class NeighTable {
           if (now >= e.deadline) e.state = NeighState::kStale;
           break;
         case NeighState::kStale:
-          if (now - e.last_used >= p_.gc_stale_ns && now >= e.last_used)
-            e.state = NeighState::kFree;
-          break;
         case NeighState::kFailed:
-          if (now >= e.deadline) e.state = NeighState::kFree;
+          if (now >= e.last_used && now - e.last_used >= p_.gc_stale_ns)
+            e.state = NeighState::kFree;
           break;
         case NeighState::kIncomplete:
         case NeighState::kProbe:
           if (now < e.deadline) break;
           if (e.probes >= p_.max_probes) {
             e.state = NeighState::kFailed;
-            e.deadline = now + p_.failed_hold_ns;
+            e.deadline = now + p_.retry_ns;
+            e.last_used = now;  // kept (listed, retried when used) until gc_stale_ns unused
             ++failures_;
+            if (e.ignored) ++failures_ignored_;
             break;
           }
-          // Exponential backoff: the n-th retransmission waits retrans_ns * 2^n.
-          e.deadline = now + (p_.retrans_ns << (e.probes < 16 ? e.probes : 16));
+          e.deadline = now + p_.retrans_ns;
           ++e.probes;
           *entry = &e;
           return e.state == NeighState::kIncomplete ? Action::kBroadcastProbe
@@ -206,10 +222,20 @@ class NeighTable {
   }
 
   uint64_t failures() const noexcept { return failures_; }
+  // Failures of an episode during which at least one answer arrived and was ignored; the rest
+  // (failures() - failures_answer_ignored()) had no answer at all.
+  uint64_t failures_answer_ignored() const noexcept { return failures_ignored_; }
   uint64_t evictions() const noexcept { return evictions_; }
   const std::vector<Entry> &entries() const noexcept { return e_; }
 
  private:
+  void start(Entry &e, NeighState s, uint64_t now) noexcept {  // a new probing episode
+    e.state = s;
+    e.probes = 1;
+    e.ignored = 0;
+    e.deadline = now + p_.retrans_ns;
+  }
+
   Entry *alloc(const uint8_t *ip, uint64_t now) noexcept {
     Entry *victim = nullptr;
     for (Entry &e : e_) {
@@ -233,6 +259,7 @@ class NeighTable {
   std::vector<Entry> e_;
   size_t cursor_ = 0;
   uint64_t failures_ = 0;
+  uint64_t failures_ignored_ = 0;
   uint64_t evictions_ = 0;
 };
 

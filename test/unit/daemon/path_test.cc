@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "daemon/daemon.h"
+#include "port/arp.h"
+#include "port/neigh_wait.h"
 #include "wire/packet.h"
 
 namespace uroce::daemon {
@@ -131,6 +134,88 @@ TEST(PathFromAh, Errors) {
   port.reachable = false;
   EXPECT_EQ(path_from_ah_attr(port, av_to(guest, 1, 64), &p), -EHOSTUNREACH);
   EXPECT_EQ(port.resolves, 1);
+}
+
+// A PortView as uroced's: ARP through port::Arp, the bounded wait of port/neigh_wait.h, a fake
+// clock that the loop's step() advances by 1 ms, and a peer that answers when `answering`.
+class ArpPort : public FakePort {
+ public:
+  ArpPort() : arp_(mac_, std::span<const port::Ipv4If>(&addr_, 1)) {}
+  int resolve(const wire::Gid &dgid, uint8_t mac_out[6]) noexcept override {
+    ++resolves;
+    const port::Resolve r = port::wait_resolution(
+        [this] { return now; },
+        [&](uint64_t t) {
+          size_t n = 0;
+          const port::Resolve x = arp_.resolve(dgid.ipv4(), t, mac_out, out_, sizeof out_, &n);
+          sent(n);
+          return x;
+        },
+        [this] {
+          now += 1'000'000;
+          unsigned work = 0;
+          for (size_t n; (n = arp_.poll(now, out_, sizeof out_)) != 0; ++work)
+            sent(n);
+          return work;
+        },
+        [] {}, 4'000'000'000ull);
+    return r == port::Resolve::kResolved ? 0 : EHOSTUNREACH;
+  }
+  // A request went out: the peer (10.77.0.11, peer_mac) replies if it is answering.
+  void sent(size_t n) noexcept {
+    if (n == 0) return;
+    ++requests;
+    if (!answering && now < answer_from) return;
+    uint8_t f[60] = {};
+    std::memcpy(f, mac_, 6);
+    std::memcpy(f + 6, peer_mac, 6);
+    f[12] = 0x08, f[13] = 0x06, f[15] = 1, f[16] = 0x08, f[18] = 6, f[19] = 4, f[21] = 2;
+    std::memcpy(f + 22, peer_mac, 6);
+    const uint8_t spa[4] = {10, 77, 0, 11}, tpa[4] = {10, 77, 0, 2};
+    std::memcpy(f + 28, spa, 4);
+    std::memcpy(f + 32, mac_, 6);
+    std::memcpy(f + 38, tpa, 4);
+    uint8_t reply[64];
+    arp_.input(f, sizeof f, now, reply, sizeof reply);
+  }
+
+  port::Ipv4If addr_{{10, 77, 0, 2}, 24};
+  port::Arp arp_;
+  uint8_t out_[128];
+  uint64_t now = 0;
+  bool answering = false;
+  uint64_t answer_from = UINT64_MAX;  // or answers from this time on
+  int requests = 0;
+};
+
+// Issue 20: one missed resolution used to answer EHOSTUNREACH for that neighbour until the
+// failure was forgotten; now it is retried when used again (at most once a second).
+TEST(PathFromAh, FailedNeighbourIsResolvedAgainWhenUsedLater) {
+  ArpPort port;
+  const wire::Gid guest = wire::Gid::from_ipv4(10, 77, 0, 11);
+  wire::PathInfo p;
+  EXPECT_EQ(path_from_ah_attr(port, av_to(guest, 1, 64), &p), -EHOSTUNREACH);
+  EXPECT_EQ(port.now, 3'000'000'000ull);  // waited for the whole resolution: 3 probes, 1 s apart
+  EXPECT_EQ(port.requests, 3);
+  port.answering = true;
+  EXPECT_EQ(path_from_ah_attr(port, av_to(guest, 1, 64), &p), -EHOSTUNREACH);  // < 1 s later
+  EXPECT_EQ(port.requests, 3);
+  port.now += 1'000'000'000ull;
+  ASSERT_EQ(path_from_ah_attr(port, av_to(guest, 1, 64), &p), 0);
+  EXPECT_EQ(port.requests, 4);
+  EXPECT_EQ(std::memcmp(p.dmac, port.peer_mac, 6), 0);
+}
+
+// The peer answers only from 1.5 s on (the third request, at 2 s): the call waits for it.
+TEST(PathFromAh, WaitsForALateAnswer) {
+  ArpPort port;
+  port.answer_from = 1'500'000'000ull;
+  const wire::Gid guest = wire::Gid::from_ipv4(10, 77, 0, 11);
+  wire::PathInfo p;
+  ASSERT_EQ(path_from_ah_attr(port, av_to(guest, 1, 64), &p), 0);
+  EXPECT_EQ(port.now, 2'000'000'000ull);
+  EXPECT_EQ(port.requests, 3);
+  EXPECT_EQ(std::memcmp(p.dmac, port.peer_mac, 6), 0);
 }
 
 }  // namespace

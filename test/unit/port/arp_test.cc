@@ -174,11 +174,11 @@ std::vector<uint8_t> reply_from_peer(uint8_t ll = 1) {
   return f;
 }
 
-TEST(Arp, ResolveRetriesWithBackoffThenFails) {
+TEST(Arp, ResolveRetriesThenFailsThenRetriesWhenUsedAgain) {
   NeighParams p;
   p.retrans_ns = 100;
   p.max_probes = 3;
-  p.failed_hold_ns = 1000;
+  p.retry_ns = 1000;
   Arp arp = make_arp(p);
   const uint8_t peer[4] = {10, 77, 0, 1};
   uint8_t mac[6], out[128];
@@ -195,21 +195,52 @@ TEST(Arp, ResolveRetriesWithBackoffThenFails) {
   // Asking again while a probe is outstanding sends nothing.
   EXPECT_EQ(arp.resolve(peer, 10, mac, out, sizeof out, &n), Resolve::kPending);
   EXPECT_EQ(n, 0u);
-  // Retransmissions at 100 (1st interval), then +200, then give up after 3 probes.
+  // Retransmissions every retrans_ns (as Linux's retrans_time), 3 probes, then failed.
   EXPECT_EQ(arp.poll(99, out, sizeof out), 0u);
   EXPECT_EQ(arp.poll(100, out, sizeof out), Arp::kFrameLen);
   EXPECT_EQ(arp.poll(100, out, sizeof out), 0u);  // one per entry per due time
-  EXPECT_EQ(arp.poll(299, out, sizeof out), 0u);
-  EXPECT_EQ(arp.poll(300, out, sizeof out), Arp::kFrameLen);
+  EXPECT_EQ(arp.poll(199, out, sizeof out), 0u);
+  EXPECT_EQ(arp.poll(200, out, sizeof out), Arp::kFrameLen);
   EXPECT_EQ(arp.counters().tx_requests, 3u);
-  EXPECT_EQ(arp.poll(699, out, sizeof out), 0u);
-  EXPECT_EQ(arp.poll(700, out, sizeof out), 0u);  // third interval over: failed, no 4th probe
+  EXPECT_EQ(arp.poll(299, out, sizeof out), 0u);
+  EXPECT_EQ(arp.table().find(peer)->state, NeighState::kIncomplete);
+  EXPECT_EQ(arp.poll(300, out, sizeof out), 0u);  // third interval over: failed, no 4th probe
   EXPECT_EQ(arp.table().find(peer)->state, NeighState::kFailed);
+  EXPECT_EQ(arp.table().failures(), 1u);
+  EXPECT_EQ(arp.table().failures_answer_ignored(), 0u);  // nobody answered
+  // Used again within retry_ns of the failure: failed at once, no probe.
   EXPECT_EQ(arp.resolve(peer, 800, mac, out, sizeof out, &n), Resolve::kFailed);
   EXPECT_EQ(n, 0u);
-  // After the hold time a new resolve starts over.
-  EXPECT_EQ(arp.resolve(peer, 1700, mac, out, sizeof out, &n), Resolve::kPending);
+  EXPECT_EQ(arp.resolve(peer, 1299, mac, out, sizeof out, &n), Resolve::kFailed);
+  // Used again later: a new resolution starts (broadcast request at once).
+  EXPECT_EQ(arp.resolve(peer, 1300, mac, out, sizeof out, &n), Resolve::kPending);
   EXPECT_EQ(n, Arp::kFrameLen);
+  EXPECT_EQ(out[0], 0xff);
+  EXPECT_EQ(arp.table().find(peer)->state, NeighState::kIncomplete);
+  // This time the peer answers the first retransmission.
+  EXPECT_EQ(arp.poll(1400, out, sizeof out), Arp::kFrameLen);
+  const auto rep = reply_from_peer();
+  arp.input(rep.data(), rep.size(), 1450, out, sizeof out);
+  EXPECT_EQ(arp.resolve(peer, 1460, mac, out, sizeof out, &n), Resolve::kResolved);
+  EXPECT_EQ(arp.table().failures(), 1u);
+}
+
+TEST(Arp, ReplyThatResolvesNothingIsCountedByReason) {
+  Arp arp = make_arp();
+  uint8_t out[128];
+  auto rep = reply_from_peer();  // 10.77.0.1: never asked for
+  arp.input(rep.data(), rep.size(), 0, out, sizeof out);
+  rep[31] = 2;  // sender IP 10.77.0.2: ours
+  arp.input(rep.data(), rep.size(), 0, out, sizeof out);
+  rep[28] = rep[29] = rep[30] = rep[31] = 0;  // sender IP 0.0.0.0
+  arp.input(rep.data(), rep.size(), 0, out, sizeof out);
+  const auto &c = arp.counters();
+  EXPECT_EQ(c.rx_replies, 3u);
+  EXPECT_EQ(c.reply_ignored[static_cast<size_t>(ArpIgnore::kNoEntry)], 1u);
+  EXPECT_EQ(c.reply_ignored[static_cast<size_t>(ArpIgnore::kLocalSender)], 1u);
+  EXPECT_EQ(c.reply_ignored[static_cast<size_t>(ArpIgnore::kZeroSender)], 1u);
+  EXPECT_EQ(c.conflicts, 1u);
+  EXPECT_STREQ(arp_ignore_str(ArpIgnore::kNoEntry), "no_entry");
 }
 
 TEST(Arp, OwnAddressResolvesToOwnMacWithoutProbe) {

@@ -184,6 +184,15 @@ TEST(Config, MtuOutOfRange) {
   expect_error(head + "ipv6 = fd00::1/64\nmtu = 1000\n", {"t.conf:4", "'mtu'", "IPv6 minimum"});
 }
 
+TEST(Config, NeighWait) {
+  const std::string head = std::string(kMinimal);
+  EXPECT_EQ(parse(head, "t.conf").ports[0].neigh_wait_ms, 4000u);  // doc/config.md default
+  EXPECT_EQ(parse(head + "neigh_wait_ms = 0\n", "t.conf").ports[0].neigh_wait_ms, 0u);
+  EXPECT_EQ(parse(head + "neigh_wait_ms = 10000\n", "t.conf").ports[0].neigh_wait_ms, 10000u);
+  expect_error(head + "neigh_wait_ms = 10001\n",
+               {"t.conf:3", "'neigh_wait_ms'", "out of range [0, 10000]"});
+}
+
 TEST(Config, BadNumbers) {
   const std::string head = std::string(kMinimal);
   expect_error(head + "mtu = 15OO\n", {"t.conf:3", "'mtu'", "bad number '15OO'"});

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "config/config.h"
@@ -122,6 +123,7 @@ TEST(Nd, SolicitedNodeGroup) {
 TEST(Nd, ValidationDrops) {
   Nd nd = make_nd();
   const auto good = hex(kLinuxNs);
+  ASSERT_EQ(good.size(), 86u);  // also tells the compiler the frame is not empty
   uint8_t out[128];
   auto expect_drop = [&](std::vector<uint8_t> f, NdDrop why, bool fix = true) {
     if (fix) fix_checksum(f);
@@ -167,12 +169,12 @@ TEST(Nd, ValidationDrops) {
   }
   {
     auto f = good;  // DAD: source ::, but with an SLLA option
-    std::memset(f.data() + 22, 0, 16);
+    std::fill(f.begin() + 22, f.begin() + 38, uint8_t{0});
     expect_drop(f, NdDrop::kDadWithSlla);
   }
   {
     auto f = good;  // DAD to a unicast destination
-    std::memset(f.data() + 22, 0, 16);
+    std::fill(f.begin() + 22, f.begin() + 38, uint8_t{0});
     std::memcpy(f.data() + 38, f.data() + kIcmpOff + 8, 16);
     f.resize(f.size() - 8);
     f[19] = 24;
@@ -346,10 +348,13 @@ TEST(Nd, StaleEntryRefreshedWithUnicastSolicitation) {
   EXPECT_EQ(nd.poll(110, out, sizeof out), Nd::kNsLen);
   EXPECT_EQ(0, std::memcmp(out, peer_mac, 6));
   EXPECT_EQ(nd.poll(110, out, sizeof out), 0u);
-  EXPECT_EQ(nd.poll(310, out, sizeof out), Nd::kNsLen);
+  EXPECT_EQ(nd.poll(210, out, sizeof out), Nd::kNsLen);
+  EXPECT_EQ(nd.poll(210, out, sizeof out), 0u);
+  EXPECT_EQ(nd.poll(309, out, sizeof out), 0u);
+  EXPECT_EQ(nd.table().find(peer)->state, NeighState::kProbe);
   EXPECT_EQ(nd.poll(310, out, sizeof out), 0u);
-  EXPECT_EQ(nd.poll(710, out, sizeof out), 0u);
   EXPECT_EQ(nd.table().find(peer)->state, NeighState::kFailed);
+  EXPECT_EQ(nd.resolve(peer, 320, mac, out, sizeof out, &n), Resolve::kFailed);  // MAC dropped
 }
 
 TEST(Nd, RetransmitsThenFails) {
@@ -365,10 +370,122 @@ TEST(Nd, RetransmitsThenFails) {
   ASSERT_TRUE(config::parse_ipv6("fe80::50b8:2dff:fe95:2538", ll));
   EXPECT_EQ(0, std::memcmp(out + 22, ll, 16));  // link-local target: link-local source
   EXPECT_EQ(nd.poll(100, out, sizeof out), Nd::kNsLen);
-  EXPECT_EQ(nd.poll(299, out, sizeof out), 0u);
-  EXPECT_EQ(nd.poll(300, out, sizeof out), 0u);
-  EXPECT_EQ(nd.resolve(peer, 301, mac, out, sizeof out, &n), Resolve::kFailed);
+  EXPECT_EQ(nd.poll(199, out, sizeof out), 0u);
+  EXPECT_EQ(nd.poll(200, out, sizeof out), 0u);
+  EXPECT_EQ(nd.resolve(peer, 201, mac, out, sizeof out, &n), Resolve::kFailed);
   EXPECT_EQ(nd.counters().tx_ns, 2u);
+}
+
+// The NA Linux sends for a unicast NS (ndisc_recv_ns: the TLLA option only when the NS went to a
+// multicast address): S set, O clear, no option; to `dst`.
+std::vector<uint8_t> na_without_tlla(const char *target, uint8_t flags, const char *dst) {
+  std::vector<uint8_t> f = na_from_peer(target, flags, 0x47, dst);
+  f.resize(f.size() - 8);
+  f[19] = 24;  // payload length: the 24-byte NA alone
+  fix_checksum(f);
+  return f;
+}
+
+uint64_t ignored(const Nd &nd, NdIgnore i) {
+  return nd.counters().na_ignored[static_cast<size_t>(i)];
+}
+
+// Issue 20: a stale entry (learnt from the peer's NS) refreshed with unicast NS; Linux answers
+// every one with an NA without the TLLA option. These answers confirm the MAC we have; they used
+// to be ignored (tx_ns 3, rx_na 3, then neigh_failures 1 and the entry gone).
+TEST(Nd, UnicastRefreshAnsweredWithoutTllaConfirms) {
+  NeighParams p;
+  p.retrans_ns = 100;
+  Nd nd = make_nd(p);
+  const auto ns = hex(kLinuxNs);
+  uint8_t out[128], mac[6];
+  nd.input(ns.data(), ns.size(), 0, out, sizeof out);  // learns fe80::9c2d:ff:fe2f:ed47 (stale)
+  const uint8_t *peer = ns.data() + 22;
+  size_t n = 0;
+  ASSERT_EQ(nd.resolve(peer, 10, mac, out, sizeof out, &n), Resolve::kResolved);
+  ASSERT_EQ(nd.table().find(peer)->state, NeighState::kProbe);
+  const auto na = na_without_tlla("fe80::9c2d:ff:fe2f:ed47", 0x40, "fe80::50b8:2dff:fe95:2538");
+  EXPECT_EQ(nd.input(na.data(), na.size(), 20, out, sizeof out), 0u);
+  EXPECT_EQ(nd.counters().rx_na, 1u);
+  EXPECT_EQ(nd.table().find(peer)->state, NeighState::kReachable);
+  const uint8_t peer_mac[6] = {0x9e, 0x2d, 0x00, 0x2f, 0xed, 0x47};
+  EXPECT_EQ(0, std::memcmp(nd.table().find(peer)->mac, peer_mac, 6));
+  for (uint64_t t = 100; t <= 1000; t += 100)
+    EXPECT_EQ(nd.poll(t, out, sizeof out), 0u);  // no further probe, no failure
+  EXPECT_EQ(nd.counters().tx_ns, 1u);
+  EXPECT_EQ(nd.table().failures(), 0u);
+  ASSERT_EQ(nd.resolve(peer, 1000, mac, out, sizeof out, &n), Resolve::kResolved);
+  EXPECT_EQ(n, 0u);
+}
+
+// Without TLLA while we have no MAC (RFC 4861 7.2.5: discarded); the failure that follows is
+// counted as "answer ignored", not "no answer".
+TEST(Nd, AdvertisementWithoutTllaWhileIncompleteIsIgnored) {
+  NeighParams p;
+  p.retrans_ns = 100;
+  Nd nd = make_nd(p);
+  uint8_t peer[16], mac[6], out[128];
+  ASSERT_TRUE(config::parse_ipv6("fd00:77::1", peer));
+  size_t n = 0;
+  ASSERT_EQ(nd.resolve(peer, 0, mac, out, sizeof out, &n), Resolve::kPending);
+  const auto na = na_without_tlla("fd00:77::1", 0x40, "fd00:77::2");
+  nd.input(na.data(), na.size(), 10, out, sizeof out);
+  EXPECT_EQ(ignored(nd, NdIgnore::kNoTlla), 1u);
+  EXPECT_EQ(nd.table().find(peer)->state, NeighState::kIncomplete);
+  for (uint64_t t : {100, 200, 300})
+    while (nd.poll(t, out, sizeof out) != 0) {
+    }
+  EXPECT_EQ(nd.counters().tx_ns, 3u);
+  EXPECT_EQ(nd.table().find(peer)->state, NeighState::kFailed);
+  EXPECT_EQ(nd.table().failures(), 1u);
+  EXPECT_EQ(nd.table().failures_answer_ignored(), 1u);
+}
+
+TEST(Nd, AdvertisementForAnotherTargetIsIgnored) {
+  NeighParams p;
+  p.retrans_ns = 100;
+  Nd nd = make_nd(p);
+  uint8_t peer[16], mac[6], out[128];
+  ASSERT_TRUE(config::parse_ipv6("fd00:77::1", peer));
+  size_t n = 0;
+  ASSERT_EQ(nd.resolve(peer, 0, mac, out, sizeof out, &n), Resolve::kPending);
+  const auto na = na_from_peer("fd00:77::3", 0x60, 0x47);  // answers for another address
+  nd.input(na.data(), na.size(), 10, out, sizeof out);
+  EXPECT_EQ(ignored(nd, NdIgnore::kNoEntry), 1u);
+  EXPECT_EQ(nd.table().find(peer)->state, NeighState::kIncomplete);
+  EXPECT_EQ(nd.table().used(), 1u);  // nothing created for fd00:77::3
+}
+
+// O clear with another MAC: not taken; the reachable entry becomes stale (RFC 4861 7.2.5).
+TEST(Nd, AdvertisementWithoutOverrideKeepsTheMac) {
+  NeighParams p;
+  p.retrans_ns = 100;
+  Nd nd = make_nd(p);
+  uint8_t peer[16], mac[6], out[128];
+  ASSERT_TRUE(config::parse_ipv6("fd00:77::1", peer));
+  size_t n = 0;
+  ASSERT_EQ(nd.resolve(peer, 0, mac, out, sizeof out, &n), Resolve::kPending);
+  const auto na = na_from_peer("fd00:77::1", 0x40, 0x47);  // S, no O: first MAC is taken
+  nd.input(na.data(), na.size(), 10, out, sizeof out);
+  ASSERT_EQ(nd.table().find(peer)->state, NeighState::kReachable);
+  const auto other = na_from_peer("fd00:77::1", 0x40, 0x99);  // S, no O, another MAC
+  nd.input(other.data(), other.size(), 20, out, sizeof out);
+  EXPECT_EQ(ignored(nd, NdIgnore::kOverrideClear), 1u);
+  EXPECT_EQ(nd.table().find(peer)->state, NeighState::kStale);
+  EXPECT_EQ(nd.table().find(peer)->mac[5], 0x47);
+  // An unsolicited NA with the MAC we have does not confirm a probe.
+  ASSERT_EQ(nd.resolve(peer, 30, mac, out, sizeof out, &n), Resolve::kResolved);
+  ASSERT_EQ(nd.table().find(peer)->state, NeighState::kProbe);
+  const auto unsol = na_from_peer("fd00:77::1", 0x20, 0x47);
+  nd.input(unsol.data(), unsol.size(), 40, out, sizeof out);
+  EXPECT_EQ(ignored(nd, NdIgnore::kNotSolicited), 1u);
+  EXPECT_EQ(nd.table().find(peer)->state, NeighState::kProbe);
+  // With O set, the new MAC replaces the old one.
+  const auto ovr = na_from_peer("fd00:77::1", 0x60, 0x99);
+  nd.input(ovr.data(), ovr.size(), 50, out, sizeof out);
+  EXPECT_EQ(nd.table().find(peer)->state, NeighState::kReachable);
+  EXPECT_EQ(nd.table().find(peer)->mac[5], 0x99);
+  EXPECT_STREQ(nd_ignore_str(NdIgnore::kNoTlla), "no_tlla");
 }
 
 TEST(Nd, AdvertisementRules) {

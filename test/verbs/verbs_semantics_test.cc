@@ -276,10 +276,12 @@ TEST_F(Verbs, SendWithImmediate) {
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
   EXPECT_EQ(wc.opcode, IBV_WC_SEND);
   EXPECT_EQ(wc.wr_id, 1u);
+  EXPECT_EQ(wc.sl, 0);  // a send completion: no received frame
   ASSERT_TRUE(poll_one(b.cq, &wc));
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
   EXPECT_EQ(wc.opcode, IBV_WC_RECV);
   EXPECT_EQ(wc.wr_id, 7u);
+  EXPECT_EQ(wc.sl, 2);  // RC receive: the RoCE L3 type (IPv4), as mlx5 fills every responder CQE
   EXPECT_EQ(wc.byte_len, 100u);
   EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_IMM);
   EXPECT_EQ(ntohl(wc.imm_data), 0xabcd1234u);
@@ -1204,6 +1206,105 @@ TEST_F(Verbs, UdReceiveCarriesTheGrh) {
   EXPECT_EQ(ibv_post_send(ub, &wr, &bad), EINVAL);
   EXPECT_EQ(bad, &wr);
   EXPECT_EQ(ibv_destroy_ah(ah), 0);
+}
+
+// UD receives carry the RoCE L3 type of the frame in ibv_wc.sl, where mlx5 (and hns) put it:
+// 2 = IPv4, 1 = IPv6 (UCX's ud_verbs reads it to parse the GRH area). Through ibv_poll_cq and
+// through the ibv_cq_ex read_sl accessor; over IPv4 (GID 1) and, when the daemons have one, over
+// the link-local IPv6 GID (GID 0).
+TEST_F(Verbs, UdReceiveSlIsTheRoceL3Type) {
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = 64;
+  ca.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_SRC_QP;
+  ibv_cq_ex *cqx = ibv_create_cq_ex(b.ctx, &ca);
+  ASSERT_NE(cqx, nullptr) << strerror(errno);
+  ibv_qp *ua = qp(a, IBV_QPT_UD), *ub = qp(b, IBV_QPT_UD);
+  ibv_qp *uc = make_qp(b, IBV_QPT_UD, nullptr, 64, ibv_cq_ex_to_cq(cqx));
+  ASSERT_TRUE(ua && ub && uc) << strerror(errno);
+  qps.push_back(uc);
+  for (ibv_qp *u : {ua, ub, uc}) {
+    ibv_qp_attr at{};
+    at.qp_state = IBV_QPS_INIT;
+    at.port_num = kPort;
+    at.qkey = 0x11111111;
+    ASSERT_EQ(ibv_modify_qp(u, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY),
+              0);
+    at.qp_state = IBV_QPS_RTR;
+    ASSERT_EQ(ibv_modify_qp(u, &at, IBV_QP_STATE), 0);
+    at.qp_state = IBV_QPS_RTS;
+    at.sq_psn = 1;
+    ASSERT_EQ(ibv_modify_qp(u, &at, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+  }
+  // One UD send from A's GID gidx to B's GID gidx, received on `to`; returns the AH used.
+  auto send = [&](int gidx, ibv_qp *to, uint64_t wr_id) -> bool {
+    ibv_gid dgid{};
+    if (ibv_query_gid(b.ctx, kPort, gidx, &dgid)) return false;
+    ibv_ah_attr aa{};
+    aa.is_global = 1;
+    aa.grh.dgid = dgid;
+    aa.grh.sgid_index = static_cast<uint8_t>(gidx);
+    aa.grh.hop_limit = 64;
+    aa.port_num = kPort;
+    ibv_ah *ah = ibv_create_ah(a.pd, &aa);
+    EXPECT_NE(ah, nullptr) << "GID " << gidx << ": " << strerror(errno);
+    if (!ah) return false;
+    ibv_sge rs = sge_b(wr_id * 1024, 40 + 64);
+    EXPECT_EQ(post_recv(to, wr_id, &rs, 1), 0);
+    ibv_sge ss = sge_a(0, 64);
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = wr_id;
+    wr.opcode = IBV_WR_SEND;
+    wr.sg_list = &ss;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.ud.ah = ah;
+    wr.wr.ud.remote_qpn = to->qp_num;
+    wr.wr.ud.remote_qkey = 0x11111111;
+    EXPECT_EQ(ibv_post_send(ua, &wr, &bad), 0);
+    ibv_wc wc;
+    const bool sent = poll_one(a.cq, &wc) && wc.status == IBV_WC_SUCCESS;
+    EXPECT_EQ(ibv_destroy_ah(ah), 0);
+    return sent;
+  };
+  // IPv4 (GID 1), through ibv_poll_cq.
+  ASSERT_TRUE(send(kGidIndex, ub, 1));
+  ibv_wc wc;
+  ASSERT_TRUE(poll_one(b.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(wc.wc_flags & IBV_WC_GRH);
+  EXPECT_EQ(b.buf[1024 + 20] >> 4, 4);  // the IPv4 header in the GRH area
+  EXPECT_EQ(wc.sl, 2) << "IPv4: mlx5's MLX5_CQE_ROCE_L3_HEADER_TYPE_IPV4";
+  // IPv4 through the ibv_cq_ex accessor.
+  ASSERT_TRUE(send(kGidIndex, uc, 2));
+  ibv_poll_cq_attr pa{};
+  int rc = ENOENT;
+  for (int i = 0; i < 30000 && rc == ENOENT; ++i) {
+    rc = ibv_start_poll(cqx, &pa);
+    if (rc == ENOENT) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(cqx->status, IBV_WC_SUCCESS);
+  EXPECT_EQ(cqx->wr_id, 2u);
+  EXPECT_EQ(ibv_wc_read_sl(cqx), 2);
+  EXPECT_EQ(ibv_wc_read_src_qp(cqx), ua->qp_num);
+  ibv_end_poll(cqx);
+  // IPv6: GID 0 is the port's link-local address (RoCE v2 over IPv6).
+  ibv_gid_entry ge{};
+  ASSERT_EQ(ibv_query_gid_ex(b.ctx, kPort, 0, &ge, 0), 0);
+  ASSERT_EQ(ge.gid_type, IBV_GID_TYPE_ROCE_V2);
+  ASSERT_EQ(ge.gid.raw[0], 0xfe);  // fe80::/64
+  ASSERT_TRUE(send(0, ub, 3));
+  ASSERT_TRUE(poll_one(b.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.wr_id, 3u);
+  EXPECT_EQ(b.buf[3 * 1024] >> 4, 6);  // the IPv6 header fills the GRH area
+  EXPECT_EQ(wc.sl, 1) << "IPv6: mlx5's MLX5_CQE_ROCE_L3_HEADER_TYPE_IPV6";
+  for (auto &qq : qps)
+    if (qq == uc) {
+      EXPECT_EQ(ibv_destroy_qp(qq), 0);
+      qq = nullptr;
+    }
+  EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
 }
 
 // ---- ibv_qp_ex / ibv_cq_ex -----------------------------------------------------------------

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -1116,6 +1117,118 @@ TEST_F(Verbs, SrqSharedByTwoQpsAndLimitEvent) {
       qq = nullptr;
     }
   EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+// Moves qp to ERR (allowed from any state). A QP on an SRQ then raises LAST_WQE_REACHED.
+int to_err(ibv_qp *qp) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  return ibv_modify_qp(qp, &a, IBV_QP_STATE);
+}
+
+// ibv_get_async_event honours O_NONBLOCK on async_fd as rdma-core's read() of the kernel's
+// async file does (-1 / EAGAIN when nothing is pending; UCX sets it and counts on it), and
+// async_fd stays readable while events are pending even when the shim fetched several at once.
+TEST_F(Verbs, AsyncFdHonoursNonBlock) {
+  const int fd = b.ctx->async_fd;
+  const int fl = fcntl(fd, F_GETFL);
+  ASSERT_GE(fl, 0);
+  ASSERT_EQ(fcntl(fd, F_SETFL, fl | O_NONBLOCK), 0);
+  ibv_async_event ev{};
+  errno = 0;
+  EXPECT_EQ(ibv_get_async_event(b.ctx, &ev), -1);  // blocked for ever before (watchdog)
+  EXPECT_EQ(errno, EAGAIN);
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 16;
+  sa.attr.max_sge = 1;
+  ibv_srq *srq = ibv_create_srq(b.pd, &sa);
+  ASSERT_NE(srq, nullptr) << strerror(errno);
+  ibv_qp *sx = qp(b, IBV_QPT_RC, srq), *sy = qp(b, IBV_QPT_RC, srq);
+  ASSERT_TRUE(sx && sy);
+  ASSERT_EQ(to_err(sx), 0);
+  ASSERT_EQ(to_err(sy), 0);
+  std::vector<ibv_qp *> got;
+  for (int i = 0; i < 2; ++i) {
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, kWaitMs), 1) << "async_fd not readable for event " << i;
+    ASSERT_EQ(ibv_get_async_event(b.ctx, &ev), 0) << strerror(errno);
+    EXPECT_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
+    got.push_back(ev.element.qp);
+    ibv_ack_async_event(&ev);
+  }
+  EXPECT_TRUE((got[0] == sx && got[1] == sy) || (got[0] == sy && got[1] == sx));
+  pollfd p{fd, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 0), 0);
+  errno = 0;
+  EXPECT_EQ(ibv_get_async_event(b.ctx, &ev), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  ASSERT_EQ(fcntl(fd, F_SETFL, fl), 0);
+  for (auto &qq : qps)
+    if (qq == sx || qq == sy) {
+      EXPECT_EQ(ibv_destroy_qp(qq), 0);
+      qq = nullptr;
+    }
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+// Events of a QP destroyed before they were read are dropped with it, as the kernel does
+// (ib_uverbs_release_uevent): async_fd is no longer readable, nothing is returned for the dead
+// QP. An event read before the destroy is the app's: ibv_destroy_qp waits for its ack.
+TEST_F(Verbs, AsyncEventsOfADestroyedQpGoWithIt) {
+  const int fd = b.ctx->async_fd;
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 16;
+  sa.attr.max_sge = 1;
+  ibv_srq *srq = ibv_create_srq(b.pd, &sa);
+  ASSERT_NE(srq, nullptr) << strerror(errno);
+  ibv_qp *sx = make_qp(b, IBV_QPT_RC, srq), *sy = make_qp(b, IBV_QPT_RC, srq);
+  ASSERT_TRUE(sx && sy);
+  ASSERT_EQ(to_err(sx), 0);
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, kWaitMs), 1) << "no LAST_WQE_REACHED";
+  ASSERT_EQ(ibv_destroy_qp(sx), 0);  // its event unread: nothing to wait for
+  EXPECT_EQ(poll(&p, 1, 0), 0) << "async_fd readable with only a destroyed QP's event";
+  const int fl = fcntl(fd, F_GETFL);
+  ASSERT_EQ(fcntl(fd, F_SETFL, fl | O_NONBLOCK), 0);
+  ibv_async_event ev{};
+  errno = 0;
+  EXPECT_EQ(ibv_get_async_event(b.ctx, &ev), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  ASSERT_EQ(fcntl(fd, F_SETFL, fl), 0);
+  // Read before the destroy: delivered, and the destroy waits for the ack.
+  ASSERT_EQ(to_err(sy), 0);
+  ASSERT_EQ(poll(&p, 1, kWaitMs), 1);
+  ASSERT_EQ(ibv_get_async_event(b.ctx, &ev), 0);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
+  EXPECT_EQ(ev.element.qp, sy);
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    EXPECT_EQ(ibv_destroy_qp(sy), 0);
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(done.load()) << "ibv_destroy_qp returned before the event was acknowledged";
+  ibv_ack_async_event(&ev);
+  t.join();
+  EXPECT_TRUE(done.load());
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+// ctx->cmd_fd is a real descriptor (pyverbs' shared-PD test dups it); importing a context from
+// it is not supported (NULL, EOPNOTSUPP: the test then skips), and the context keeps working.
+TEST_F(Verbs, CmdFdIsARealDescriptor) {
+  ASSERT_GE(a.ctx->cmd_fd, 0);
+  EXPECT_NE(a.ctx->cmd_fd, b.ctx->cmd_fd);
+  EXPECT_TRUE(fcntl(a.ctx->cmd_fd, F_GETFD) & FD_CLOEXEC);
+  const int d = dup(a.ctx->cmd_fd);
+  ASSERT_GE(d, 0) << strerror(errno);
+  errno = 0;
+  EXPECT_EQ(ibv_import_device(d), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(close(d), 0);
+  ibv_pd *pd = ibv_alloc_pd(a.ctx);
+  ASSERT_NE(pd, nullptr) << strerror(errno);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
 }
 
 // ---- UD with the GRH -------------------------------------------------------------------------

@@ -15,7 +15,7 @@ PKGS=(
   # independent wire checkers used by the tests
   python3 python3-scapy tshark
   # rdma-core tools run unmodified over the shim, and network tooling for tests
-  ibverbs-utils perftest rdma-core iproute2
+  ibverbs-utils perftest rdma-core iproute2 ucx-utils
   # uroced integration test (test/integration): ARP and ND probes from the Linux side
   iputils-arping iputils-ping ndisc6
   # the installed tree's test (test/install): systemd-analyze verify on the service unit

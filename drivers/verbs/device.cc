@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // drivers/verbs: devices (one per uroced control socket), contexts, queries, async events.
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -221,8 +224,22 @@ UV_EXPORT ibv_context *ibv_open_device(ibv_device *device) {
   std::memset(&c->vctx, 0, sizeof c->vctx);
   ibv_context &x = c->vctx.context;
   x.device = device;
-  x.cmd_fd = -1;  // no kernel uverbs device: the shim talks to uroced over its socket
-  x.async_fd = c->cli->async_fd();
+  // cmd_fd: no kernel uverbs device; a duplicate of the session's control socket, so that it
+  // is a real descriptor (apps dup it, e.g. to hand it to ibv_import_device: EOPNOTSUPP).
+  c->cmd_fd = ::fcntl(c->cli->ctl_fd(), F_DUPFD_CLOEXEC, 0);
+  c->async_ep = ::epoll_create1(EPOLL_CLOEXEC);
+  c->async_pending = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_event ev0{}, ev1{};
+  ev0.events = ev1.events = EPOLLIN;
+  if (c->cmd_fd < 0 || c->async_ep < 0 || c->async_pending < 0 ||
+      ::epoll_ctl(c->async_ep, EPOLL_CTL_ADD, c->cli->async_fd(), &ev0) != 0 ||
+      ::epoll_ctl(c->async_ep, EPOLL_CTL_ADD, c->async_pending, &ev1) != 0) {
+    const int e = errno;
+    delete c;
+    return fail_null<ibv_context>(e);
+  }
+  x.cmd_fd = c->cmd_fd;
+  x.async_fd = c->async_ep;
   x.num_comp_vectors = 1;
   pthread_mutex_init(&x.mutex, nullptr);
   x.abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -230,6 +247,11 @@ UV_EXPORT ibv_context *ibv_open_device(ibv_device *device) {
   c->dev = d;
   fill_context_ops(c);
   return &x;
+}
+
+Context::~Context() {
+  for (int fd : {cmd_fd, async_ep, async_pending})
+    if (fd >= 0) ::close(fd);
 }
 
 UV_EXPORT int ibv_close_device(ibv_context *context) {
@@ -362,9 +384,11 @@ UV_EXPORT int ibv_get_pkey_index(ibv_context *context, uint8_t port_num, __be16 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Async events: the daemon queues them per session and writes the context's async eventfd
-// (ctx->async_fd); ibv_get_async_event fetches them (kGetAsyncEvents) and blocks in poll()
-// while there are none.
+// Async events: the daemon queues them per session and writes the session's async eventfd;
+// ibv_get_async_event fetches them (kGetAsyncEvents) and returns them one at a time, fails with
+// EAGAIN when none is pending and the app made ctx->async_fd (Context::async_ep) non-blocking,
+// else waits on it. Events of objects destroyed before they were returned are dropped, as the
+// kernel drops them (purge_async_events).
 // ---------------------------------------------------------------------------------------------
 // The daemon queues the engine's event numbers as they are: they must be rdma-core's.
 namespace {
@@ -382,6 +406,111 @@ static_assert(static_cast<uint32_t>(AsyncEvent::kCqErr) == IBV_EVENT_CQ_ERR &&
               static_cast<uint32_t>(AsyncEvent::kDeviceFatal) == IBV_EVENT_DEVICE_FATAL);
 }  // namespace
 
+namespace {
+
+EventObj event_object(uint32_t type) {
+  switch (type) {
+    case IBV_EVENT_CQ_ERR:
+      return EventObj::kCq;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+      return EventObj::kSrq;
+    case IBV_EVENT_PORT_ACTIVE:
+    case IBV_EVENT_PORT_ERR:
+    case IBV_EVENT_LID_CHANGE:
+    case IBV_EVENT_PKEY_CHANGE:
+    case IBV_EVENT_GID_CHANGE:
+    case IBV_EVENT_SM_CHANGE:
+    case IBV_EVENT_CLIENT_REREGISTER:
+    case IBV_EVENT_DEVICE_FATAL:
+      return EventObj::kNone;
+    default:
+      return EventObj::kQp;
+  }
+}
+
+// Keeps async_pending readable exactly while async_q holds events (under async_mu).
+void update_pending(Context *c) noexcept {
+  uint64_t v = 1;
+  if (!c->async_q.empty() && !c->pending_set) {
+    if (::write(c->async_pending, &v, sizeof v) == sizeof v) c->pending_set = true;
+  } else if (c->async_q.empty() && c->pending_set) {
+    if (::read(c->async_pending, &v, sizeof v) == sizeof v) c->pending_set = false;
+  }
+}
+
+// Moves the events the daemon queued for this session into async_q (under async_mu). The
+// daemon signals its eventfd when it queues and drains it when they are fetched: not readable
+// means nothing queued, and no round trip is made.
+int fetch_async(Context *c) noexcept {
+  pollfd p{c->cli->async_fd(), POLLIN, 0};
+  if (::poll(&p, 1, 0) != 1) return 0;
+  std::vector<ctl::AsyncEventEntry> got;
+  uint32_t lost = 0;
+  const int rc = lock_call(c, [&](client::Context &k) { return k.get_async_events(&got, &lost); });
+  for (const auto &e : got)
+    c->async_q.push_back(e);
+  update_pending(c);
+  return rc;
+}
+
+// Turns e into *event if its object still exists (under async_mu). False: destroyed meanwhile.
+bool deliver(Context *c, const ctl::AsyncEventEntry &e, ibv_async_event *event) {
+  std::lock_guard<std::mutex> g(c->ctl_mu);
+  event->event_type = static_cast<ibv_event_type>(e.event_type);
+  switch (event_object(e.event_type)) {
+    case EventObj::kCq: {
+      auto it = c->cqs.find(e.handle);
+      if (it == c->cqs.end()) return false;
+      Cq *q = it->second;
+      pthread_mutex_lock(&q->cq.mutex);
+      ++q->async_events;
+      pthread_mutex_unlock(&q->cq.mutex);
+      event->element.cq = ibv_cq_ex_to_cq(&q->cq);
+      return true;
+    }
+    case EventObj::kSrq: {
+      auto it = c->srqs.find(e.handle);
+      if (it == c->srqs.end()) return false;
+      Srq *s = it->second;
+      pthread_mutex_lock(&s->srq.mutex);
+      ++s->async_events;
+      pthread_mutex_unlock(&s->srq.mutex);
+      // The limit event disarms the limit (IBTA 10.2.9.4; rxe sets srq->limit = 0), as the
+      // daemon did: ibv_query_srq reports 0 from now on.
+      if (e.event_type == IBV_EVENT_SRQ_LIMIT_REACHED) s->limit = 0;
+      event->element.srq = &s->srq;
+      return true;
+    }
+    case EventObj::kNone:
+      if (e.event_type != IBV_EVENT_DEVICE_FATAL)
+        event->element.port_num = static_cast<int>(e.handle);
+      return true;
+    case EventObj::kQp: {
+      auto it = c->qps.find(e.handle);
+      if (it == c->qps.end()) return false;
+      Qp *q = it->second;
+      pthread_mutex_lock(&q->qpx.qp_base.mutex);
+      ++q->async_events;
+      pthread_mutex_unlock(&q->qpx.qp_base.mutex);
+      event->element.qp = &q->qpx.qp_base;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+void uroce::verbs::purge_async_events(Context *c, EventObj kind, uint32_t handle) noexcept {
+  std::lock_guard<std::mutex> ga(c->async_mu);
+  (void)fetch_async(c);  // the daemon's queue too (it queues no new ones: the object is gone)
+  std::erase_if(c->async_q, [&](const ctl::AsyncEventEntry &e) {
+    return e.handle == handle && event_object(e.event_type) == kind;
+  });
+  update_pending(c);
+}
+
 UV_EXPORT int ibv_get_async_event(ibv_context *context, ibv_async_event *event) {
   if (context == nullptr || event == nullptr) {
     errno = EINVAL;
@@ -391,78 +520,33 @@ UV_EXPORT int ibv_get_async_event(ibv_context *context, ibv_async_event *event) 
   for (;;) {
     {
       std::lock_guard<std::mutex> ga(c->async_mu);
-      while (!c->async_q.empty()) {
-        const ctl::AsyncEventEntry e = c->async_q.front();
-        c->async_q.pop_front();
-        std::lock_guard<std::mutex> g(c->ctl_mu);
-        event->event_type = static_cast<ibv_event_type>(e.event_type);
-        switch (e.event_type) {
-          case IBV_EVENT_CQ_ERR: {
-            auto it = c->cqs.find(e.handle);
-            if (it == c->cqs.end()) continue;  // destroyed meanwhile
-            Cq *q = it->second;
-            pthread_mutex_lock(&q->cq.mutex);
-            ++q->async_events;
-            pthread_mutex_unlock(&q->cq.mutex);
-            event->element.cq = ibv_cq_ex_to_cq(&q->cq);
-            return 0;
-          }
-          case IBV_EVENT_SRQ_ERR:
-          case IBV_EVENT_SRQ_LIMIT_REACHED: {
-            auto it = c->srqs.find(e.handle);
-            if (it == c->srqs.end()) continue;
-            Srq *s = it->second;
-            pthread_mutex_lock(&s->srq.mutex);
-            ++s->async_events;
-            pthread_mutex_unlock(&s->srq.mutex);
-            // The limit event disarms the limit (IBTA 10.2.9.4; rxe sets srq->limit = 0), as
-            // the daemon did: ibv_query_srq reports 0 from now on.
-            if (e.event_type == IBV_EVENT_SRQ_LIMIT_REACHED) s->limit = 0;
-            event->element.srq = &s->srq;
-            return 0;
-          }
-          case IBV_EVENT_PORT_ACTIVE:
-          case IBV_EVENT_PORT_ERR:
-          case IBV_EVENT_LID_CHANGE:
-          case IBV_EVENT_PKEY_CHANGE:
-          case IBV_EVENT_GID_CHANGE:
-          case IBV_EVENT_SM_CHANGE:
-          case IBV_EVENT_CLIENT_REREGISTER:
-            event->element.port_num = static_cast<int>(e.handle);
-            return 0;
-          case IBV_EVENT_DEVICE_FATAL:
-            return 0;
-          default: {  // QP events
-            auto it = c->qps.find(e.handle);
-            if (it == c->qps.end()) continue;
-            Qp *q = it->second;
-            pthread_mutex_lock(&q->qpx.qp_base.mutex);
-            ++q->async_events;
-            pthread_mutex_unlock(&q->qpx.qp_base.mutex);
-            event->element.qp = &q->qpx.qp_base;
+      int rc = 0;
+      for (int round = 0; round < 2; ++round) {
+        while (!c->async_q.empty()) {
+          const ctl::AsyncEventEntry e = c->async_q.front();
+          c->async_q.pop_front();
+          if (deliver(c, e, event)) {
+            update_pending(c);
             return 0;
           }
         }
+        if (round == 0) rc = fetch_async(c);
+      }
+      update_pending(c);
+      if (rc) {
+        errno = rc;
+        return -1;
       }
     }
-    std::vector<ctl::AsyncEventEntry> got;
-    uint32_t lost = 0;
-    const int rc =
-        lock_call(c, [&](client::Context &k) { return k.get_async_events(&got, &lost); });
-    if (rc) {
-      errno = rc;
+    // Nothing to return: as rdma-core's read() of the async fd, EAGAIN if the app made it
+    // non-blocking, else wait until the daemon queues one.
+    const int fl = ::fcntl(c->async_ep, F_GETFL);
+    if (fl >= 0 && (fl & O_NONBLOCK)) {
+      errno = EAGAIN;
       return -1;
     }
-    if (!got.empty()) {
-      std::lock_guard<std::mutex> ga(c->async_mu);
-      for (const auto &e : got)
-        c->async_q.push_back(e);
-      continue;
-    }
-    pollfd p{context->async_fd, POLLIN, 0};
-    const int n = ::poll(&p, 1, -1);
-    if (n < 0 && errno != EINTR) return -1;
-    if (n < 0) return -1;  // EINTR: as a blocking read() interrupted by a signal
+    epoll_event ev;
+    if (::epoll_wait(c->async_ep, &ev, 1, -1) < 0) return -1;  // EINTR: as an interrupted read
   }
 }
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "mr_map.h"
 
+#include "sys_mem.h"
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -260,16 +262,16 @@ void Remapper::atfork_child() {
     const Range r = m.snap_[i];
     const size_t n = r.end - r.start;
     void *want = reinterpret_cast<void *>(r.start);
-    void *p = ::mmap(want, n, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    void *p = sys::mmap(want, n, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     if (p != want) {  // something else is mapped there now (the app unmapped a registered range)
-      if (p != MAP_FAILED) ::munmap(p, n);
+      if (p != MAP_FAILED) sys::munmap(p, n);
       continue;
     }
-    void *src = ::mmap(nullptr, n, PROT_READ, MAP_SHARED, m.fd_, static_cast<off_t>(r.start));
+    void *src = sys::mmap(nullptr, n, PROT_READ, MAP_SHARED, m.fd_, static_cast<off_t>(r.start));
     if (src != MAP_FAILED) {
       copy_pages(p, src, n);
-      ::munmap(src, n);
+      sys::munmap(src, n);
     }
   }
   m.snap_n_ = 0;
@@ -286,10 +288,10 @@ void Remapper::update_snapshot() {
     size_t cap = snap_cap_ ? snap_cap_ : 256;
     while (cap < all.size())
       cap *= 2;
-    void *p = ::mmap(nullptr, cap * sizeof(Range), PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = sys::mmap(nullptr, cap * sizeof(Range), PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return;  // keep the old (shorter) list: those ranges still get copied
-    if (snap_) ::munmap(snap_, snap_cap_ * sizeof(Range));
+    if (snap_) sys::munmap(snap_, snap_cap_ * sizeof(Range));
     snap_ = static_cast<Range *>(p);
     snap_cap_ = cap;
   }
@@ -308,9 +310,9 @@ __attribute__((constructor)) void register_fork_handlers() {
 
 int Remapper::ensure_memfd() {
   if (fd_ >= 0) return 0;
-  const int fd = ::memfd_create(kMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  const int fd = sys::memfd_create(kMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return errno;
-  if (::ftruncate(fd, static_cast<off_t>(kMemfdSize)) != 0 ||
+  if (sys::ftruncate(fd, static_cast<off_t>(kMemfdSize)) != 0 ||
       ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
     const int e = errno;
     ::close(fd);
@@ -366,24 +368,24 @@ int Remapper::acquire(uint64_t addr, uint64_t len, int *fd, uint64_t *ps, uint64
     const Range &r = gaps[done];
     const size_t n = r.end - r.start;
     void *tmp =
-        ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, static_cast<off_t>(r.start));
+        sys::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, static_cast<off_t>(r.start));
     if (tmp == MAP_FAILED) {
       rc = errno;
       break;
     }
     copy_pages(tmp, reinterpret_cast<void *>(r.start), n);
-    if (::mremap(tmp, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void *>(r.start)) ==
+    if (sys::mremap(tmp, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void *>(r.start)) ==
         MAP_FAILED) {
       rc = errno;
-      ::munmap(tmp, n);
-      ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(r.start),
-                  static_cast<off_t>(n));
+      sys::munmap(tmp, n);
+      sys::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(r.start),
+                     static_cast<off_t>(n));
       break;
     }
     for (const Piece &p : pieces[done])
       if (p.prot != (PROT_READ | PROT_WRITE))
-        ::mprotect(reinterpret_cast<void *>(p.start), p.end - p.start, p.prot);
-    ::madvise(reinterpret_cast<void *>(r.start), n, MADV_DONTFORK);  // see atfork_child
+        sys::mprotect(reinterpret_cast<void *>(p.start), p.end - p.start, p.prot);
+    sys::madvise(reinterpret_cast<void *>(r.start), n, MADV_DONTFORK);  // see atfork_child
   }
   if (rc) {
     for (size_t i = 0; i < done; ++i)
@@ -424,7 +426,7 @@ int Remapper::restore(const Range &r) {
   int rc = 0;
   for (const Piece &p : ours) {
     const size_t n = p.end - p.start;
-    void *tmp = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *tmp = sys::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (tmp == MAP_FAILED) {
       rc = errno;
       continue;  // the pages stay shared (still correct for the app, just not private)
@@ -434,33 +436,33 @@ int Remapper::restore(const Range &r) {
     } else {
       // Unreadable now (the app mprotect'ed it): read through a temporary view of the memfd.
       void *v = fd_ >= 0
-                    ? ::mmap(nullptr, n, PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(p.start))
+                    ? sys::mmap(nullptr, n, PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(p.start))
                     : MAP_FAILED;
       if (v == MAP_FAILED) {
-        ::munmap(tmp, n);
+        sys::munmap(tmp, n);
         rc = EFAULT;
         continue;
       }
       copy_pages(tmp, v, n);
-      ::munmap(v, n);
+      sys::munmap(v, n);
     }
-    if (::mremap(tmp, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void *>(p.start)) ==
+    if (sys::mremap(tmp, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void *>(p.start)) ==
         MAP_FAILED) {
       rc = errno;
-      ::munmap(tmp, n);
+      sys::munmap(tmp, n);
       continue;
     }
     if (p.prot != (PROT_READ | PROT_WRITE))
-      ::mprotect(reinterpret_cast<void *>(p.start), n, p.prot);
+      sys::mprotect(reinterpret_cast<void *>(p.start), n, p.prot);
     // only pages that are private again: the others are still the app's memory
-    ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(p.start),
-                static_cast<off_t>(n));
+    sys::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(p.start),
+                   static_cast<off_t>(n));
   }
   // Blocks whose pages the app unmapped meanwhile are nobody's: free them too (unless some page
   // could not be made private, then those stay and the rest were freed above).
   if (rc == 0)
-    ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(r.start),
-                static_cast<off_t>(r.end - r.start));
+    sys::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(r.start),
+                   static_cast<off_t>(r.end - r.start));
   return rc;
 }
 

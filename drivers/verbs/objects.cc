@@ -250,6 +250,7 @@ int destroy_cq_now(Cq *q) {
     if (rc) return rc;
     c->cqs.erase(q->c->handle);
   }
+  purge_async_events(c, EventObj::kCq, q->c->handle);
   // As rdma-core: wait until the app acknowledged every event it got for this CQ.
   pthread_mutex_lock(&q->cq.mutex);
   while (q->cq.comp_events_completed != q->comp_events ||
@@ -670,6 +671,7 @@ UV_EXPORT int ibv_destroy_srq(ibv_srq *srq) {
     if (rc) return rc;
     c->srqs.erase(srq->handle);
   }
+  purge_async_events(c, EventObj::kSrq, srq->handle);
   pthread_mutex_lock(&srq->mutex);
   while (srq->events_completed != s->async_events)
     pthread_cond_wait(&srq->cond, &srq->mutex);
@@ -897,6 +899,7 @@ UV_EXPORT int ibv_destroy_qp(ibv_qp *qp) {
     if (rc) return rc;
     c->qps.erase(qp->qp_num);
   }
+  purge_async_events(c, EventObj::kQp, qp->qp_num);
   pthread_mutex_lock(&qp->mutex);
   while (qp->events_completed != q->async_events)
     pthread_cond_wait(&qp->cond, &qp->mutex);

@@ -79,9 +79,24 @@ struct Context {
   std::unordered_map<uint32_t, Qp *> qps;
   std::unordered_map<uint32_t, Cq *> cqs;
   std::unordered_map<uint32_t, Srq *> srqs;
+  // Async events fetched from the daemon, not yet returned (under async_mu). ctx->async_fd is
+  // async_ep, an epoll instance over the daemon's async eventfd and async_pending (an eventfd
+  // kept readable exactly while async_q is not empty): readable while an event can be read, and
+  // its file flags (O_NONBLOCK) are the app's (doc/verbs.md, "Async events").
   std::mutex async_mu;
   std::deque<ctl::AsyncEventEntry> async_q;
+  int async_ep = -1;
+  int async_pending = -1;
+  bool pending_set = false;
+  int cmd_fd = -1;  // ctx->cmd_fd: a duplicate of the control socket
+  ~Context();
 };
+
+// Which kind of object an async event names.
+enum class EventObj { kNone, kQp, kCq, kSrq };
+// Drops the events not yet returned by ibv_get_async_event for an object being destroyed, as
+// the kernel does (ib_uverbs_release_uevent): called once the daemon destroyed it.
+void purge_async_events(Context *c, EventObj kind, uint32_t handle) noexcept;  // device.cc
 
 inline Context *ctx_of(ibv_context *c) noexcept {
   return reinterpret_cast<Context *>(reinterpret_cast<char *>(c) -

@@ -143,6 +143,8 @@ class Context {
   // Waits up to timeout_ms until the daemon signals queued async events: 1, 0 timeout, -errno.
   int wait_async_event(int timeout_ms) noexcept { return async_ev_.wait(timeout_ms); }
   int async_fd() const noexcept { return async_ev_.fd(); }
+  // The control socket (the verbs shim hands out a duplicate as ibv_context::cmd_fd).
+  int ctl_fd() const noexcept { return ctl_.fd(); }
   // Every counter of the daemon (kStats, all pages; restarts if the set changed meanwhile).
   int stats(std::vector<ctl::StatEntry> *out) noexcept;
 

@@ -104,6 +104,7 @@ void EngineCore::responder_step(Qp &qp, const wire::ParsedPacket &p) noexcept {
     wc.src_qp = p.deth()->src_qp();
     wc.pkey_index = qp.pkey_index;
     wc.wc_flags = kWcGrh;
+    wc.sl = p.ipv6 ? kWcSlRoceIpv6 : kWcSlRoceIpv4;
     wc.byte_len = p.payload_len + kGrhSize;
     WcStatus st = WcStatus::kSuccess;
     if (p.payload_len + kGrhSize > qp.resp_wqe.length) {
@@ -468,6 +469,7 @@ void EngineCore::responder_step(Qp &qp, const wire::ParsedPacket &p) noexcept {
           wc.status = WcStatus::kSuccess;
           wc.qp_num = qp.qpn;
           wc.pkey_index = qp.pkey_index;
+          wc.sl = p.ipv6 ? kWcSlRoceIpv6 : kWcSlRoceIpv4;
           if (is_write(m)) {
             wc.opcode = WcOpcode::kRecvRdmaWithImm;
             wc.byte_len = qp.resp_len;

@@ -254,9 +254,10 @@ struct Wc {
   uint32_t wc_flags = 0;
   uint16_t pkey_index = 0;
   uint16_t slid = 0;
-  uint8_t sl = 0;
+  uint8_t sl = 0;  // receives: the frame's RoCE L3 type, as mlx5 reports it (below)
   uint8_t dlid_path_bits = 0;
 };
+inline constexpr uint8_t kWcSlRoceIpv6 = 1, kWcSlRoceIpv4 = 2;  // mlx5 CQE roce_hdr_type
 
 struct QpCap {
   uint32_t max_send_wr = 0;

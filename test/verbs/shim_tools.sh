@@ -10,15 +10,19 @@
 #   3. ibv_ud_pingpong -g 1 -c: sizes 1 and 1024 (the port's IB MTU), event mode.
 #   4. shim_mr_check (test/verbs/shim_mr_check.c) on daemon A: MR remapping semantics through the
 #      verbs API with RDMA WRITE / READ over same-port loopback, unsupported memory and verbs.
+#   5. shim_hooks_check (test/verbs/shim_hooks_check.c) on daemon A: the MR path under UCX-like
+#      memory hooks (a 4-argument mremap; mmap / munmap / mprotect / madvise counted).
 # Each run must exit 0 on both sides and print its own "N bytes in T seconds" and
 # "N iters in T seconds" lines. Every wait is bounded; every process started is stopped by PID.
 # Usage: shim_tools.sh PATH/TO/uroced SHIM_DIR (the directory holding libibverbs.so.1)
-#        PATH/TO/shim_mr_check
+#        PATH/TO/shim_mr_check PATH/TO/shim_hooks_check
 set -uo pipefail
 
-UROCED=${1:?usage: $0 UROCED SHIM_DIR SHIM_MR_CHECK}
-SHIM=${2:?usage: $0 UROCED SHIM_DIR SHIM_MR_CHECK}
-MRCHECK=${3:?usage: $0 UROCED SHIM_DIR SHIM_MR_CHECK}
+USAGE="usage: $0 UROCED SHIM_DIR SHIM_MR_CHECK SHIM_HOOKS_CHECK"
+UROCED=${1:?$USAGE}
+SHIM=${2:?$USAGE}
+MRCHECK=${3:?$USAGE}
+HOOKSCHECK=${4:?$USAGE}
 for t in ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong timeout ss; do
   command -v $t >/dev/null || { echo "FAIL: '$t' not found (scripts/install-deps.sh installs it)"; exit 1; }
 done
@@ -106,6 +110,15 @@ if [ $rc -eq 0 ] && grep -q "^0 failure(s)" <<<"$out"; then
   pass "shim_mr_check: MR remapping semantics through the verbs API"
 else
   fail "shim_mr_check: exit $rc"
+fi
+
+# --- 5. the MR path under UCX-like memory hooks (one process, RC over A's own address)
+out=$(on "$SOCK_A" timeout 120 "$HOOKSCHECK" 2>&1); rc=$?
+echo "$out" | sed 's/^/  hooks_check: /'
+if [ $rc -eq 0 ] && grep -q "^0 failure(s)" <<<"$out"; then
+  pass "shim_hooks_check: ibv_reg_mr / RDMA / dereg under UCX-like memory hooks"
+else
+  fail "shim_hooks_check: exit $rc"
 fi
 
 kill -0 "$PID_A" 2>/dev/null && kill -0 "$PID_B" 2>/dev/null || fail "a daemon died"

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -276,10 +277,12 @@ TEST_F(Verbs, SendWithImmediate) {
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
   EXPECT_EQ(wc.opcode, IBV_WC_SEND);
   EXPECT_EQ(wc.wr_id, 1u);
+  EXPECT_EQ(wc.sl, 0);  // a send completion: no received frame
   ASSERT_TRUE(poll_one(b.cq, &wc));
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
   EXPECT_EQ(wc.opcode, IBV_WC_RECV);
   EXPECT_EQ(wc.wr_id, 7u);
+  EXPECT_EQ(wc.sl, 2);  // RC receive: the RoCE L3 type (IPv4), as mlx5 fills every responder CQE
   EXPECT_EQ(wc.byte_len, 100u);
   EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_IMM);
   EXPECT_EQ(ntohl(wc.imm_data), 0xabcd1234u);
@@ -1116,6 +1119,118 @@ TEST_F(Verbs, SrqSharedByTwoQpsAndLimitEvent) {
   EXPECT_EQ(ibv_destroy_srq(srq), 0);
 }
 
+// Moves qp to ERR (allowed from any state). A QP on an SRQ then raises LAST_WQE_REACHED.
+int to_err(ibv_qp *qp) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  return ibv_modify_qp(qp, &a, IBV_QP_STATE);
+}
+
+// ibv_get_async_event honours O_NONBLOCK on async_fd as rdma-core's read() of the kernel's
+// async file does (-1 / EAGAIN when nothing is pending; UCX sets it and counts on it), and
+// async_fd stays readable while events are pending even when the shim fetched several at once.
+TEST_F(Verbs, AsyncFdHonoursNonBlock) {
+  const int fd = b.ctx->async_fd;
+  const int fl = fcntl(fd, F_GETFL);
+  ASSERT_GE(fl, 0);
+  ASSERT_EQ(fcntl(fd, F_SETFL, fl | O_NONBLOCK), 0);
+  ibv_async_event ev{};
+  errno = 0;
+  EXPECT_EQ(ibv_get_async_event(b.ctx, &ev), -1);  // blocked for ever before (watchdog)
+  EXPECT_EQ(errno, EAGAIN);
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 16;
+  sa.attr.max_sge = 1;
+  ibv_srq *srq = ibv_create_srq(b.pd, &sa);
+  ASSERT_NE(srq, nullptr) << strerror(errno);
+  ibv_qp *sx = qp(b, IBV_QPT_RC, srq), *sy = qp(b, IBV_QPT_RC, srq);
+  ASSERT_TRUE(sx && sy);
+  ASSERT_EQ(to_err(sx), 0);
+  ASSERT_EQ(to_err(sy), 0);
+  std::vector<ibv_qp *> got;
+  for (int i = 0; i < 2; ++i) {
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, kWaitMs), 1) << "async_fd not readable for event " << i;
+    ASSERT_EQ(ibv_get_async_event(b.ctx, &ev), 0) << strerror(errno);
+    EXPECT_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
+    got.push_back(ev.element.qp);
+    ibv_ack_async_event(&ev);
+  }
+  EXPECT_TRUE((got[0] == sx && got[1] == sy) || (got[0] == sy && got[1] == sx));
+  pollfd p{fd, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 0), 0);
+  errno = 0;
+  EXPECT_EQ(ibv_get_async_event(b.ctx, &ev), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  ASSERT_EQ(fcntl(fd, F_SETFL, fl), 0);
+  for (auto &qq : qps)
+    if (qq == sx || qq == sy) {
+      EXPECT_EQ(ibv_destroy_qp(qq), 0);
+      qq = nullptr;
+    }
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+// Events of a QP destroyed before they were read are dropped with it, as the kernel does
+// (ib_uverbs_release_uevent): async_fd is no longer readable, nothing is returned for the dead
+// QP. An event read before the destroy is the app's: ibv_destroy_qp waits for its ack.
+TEST_F(Verbs, AsyncEventsOfADestroyedQpGoWithIt) {
+  const int fd = b.ctx->async_fd;
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 16;
+  sa.attr.max_sge = 1;
+  ibv_srq *srq = ibv_create_srq(b.pd, &sa);
+  ASSERT_NE(srq, nullptr) << strerror(errno);
+  ibv_qp *sx = make_qp(b, IBV_QPT_RC, srq), *sy = make_qp(b, IBV_QPT_RC, srq);
+  ASSERT_TRUE(sx && sy);
+  ASSERT_EQ(to_err(sx), 0);
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, kWaitMs), 1) << "no LAST_WQE_REACHED";
+  ASSERT_EQ(ibv_destroy_qp(sx), 0);  // its event unread: nothing to wait for
+  EXPECT_EQ(poll(&p, 1, 0), 0) << "async_fd readable with only a destroyed QP's event";
+  const int fl = fcntl(fd, F_GETFL);
+  ASSERT_EQ(fcntl(fd, F_SETFL, fl | O_NONBLOCK), 0);
+  ibv_async_event ev{};
+  errno = 0;
+  EXPECT_EQ(ibv_get_async_event(b.ctx, &ev), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  ASSERT_EQ(fcntl(fd, F_SETFL, fl), 0);
+  // Read before the destroy: delivered, and the destroy waits for the ack.
+  ASSERT_EQ(to_err(sy), 0);
+  ASSERT_EQ(poll(&p, 1, kWaitMs), 1);
+  ASSERT_EQ(ibv_get_async_event(b.ctx, &ev), 0);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
+  EXPECT_EQ(ev.element.qp, sy);
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    EXPECT_EQ(ibv_destroy_qp(sy), 0);
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(done.load()) << "ibv_destroy_qp returned before the event was acknowledged";
+  ibv_ack_async_event(&ev);
+  t.join();
+  EXPECT_TRUE(done.load());
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+// ctx->cmd_fd is a real descriptor (pyverbs' shared-PD test dups it); importing a context from
+// it is not supported (NULL, EOPNOTSUPP: the test then skips), and the context keeps working.
+TEST_F(Verbs, CmdFdIsARealDescriptor) {
+  ASSERT_GE(a.ctx->cmd_fd, 0);
+  EXPECT_NE(a.ctx->cmd_fd, b.ctx->cmd_fd);
+  EXPECT_TRUE(fcntl(a.ctx->cmd_fd, F_GETFD) & FD_CLOEXEC);
+  const int d = dup(a.ctx->cmd_fd);
+  ASSERT_GE(d, 0) << strerror(errno);
+  errno = 0;
+  EXPECT_EQ(ibv_import_device(d), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(close(d), 0);
+  ibv_pd *pd = ibv_alloc_pd(a.ctx);
+  ASSERT_NE(pd, nullptr) << strerror(errno);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+}
+
 // ---- UD with the GRH -------------------------------------------------------------------------
 
 TEST_F(Verbs, UdReceiveCarriesTheGrh) {
@@ -1204,6 +1319,105 @@ TEST_F(Verbs, UdReceiveCarriesTheGrh) {
   EXPECT_EQ(ibv_post_send(ub, &wr, &bad), EINVAL);
   EXPECT_EQ(bad, &wr);
   EXPECT_EQ(ibv_destroy_ah(ah), 0);
+}
+
+// UD receives carry the RoCE L3 type of the frame in ibv_wc.sl, where mlx5 (and hns) put it:
+// 2 = IPv4, 1 = IPv6 (UCX's ud_verbs reads it to parse the GRH area). Through ibv_poll_cq and
+// through the ibv_cq_ex read_sl accessor; over IPv4 (GID 1) and, when the daemons have one, over
+// the link-local IPv6 GID (GID 0).
+TEST_F(Verbs, UdReceiveSlIsTheRoceL3Type) {
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = 64;
+  ca.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_SRC_QP;
+  ibv_cq_ex *cqx = ibv_create_cq_ex(b.ctx, &ca);
+  ASSERT_NE(cqx, nullptr) << strerror(errno);
+  ibv_qp *ua = qp(a, IBV_QPT_UD), *ub = qp(b, IBV_QPT_UD);
+  ibv_qp *uc = make_qp(b, IBV_QPT_UD, nullptr, 64, ibv_cq_ex_to_cq(cqx));
+  ASSERT_TRUE(ua && ub && uc) << strerror(errno);
+  qps.push_back(uc);
+  for (ibv_qp *u : {ua, ub, uc}) {
+    ibv_qp_attr at{};
+    at.qp_state = IBV_QPS_INIT;
+    at.port_num = kPort;
+    at.qkey = 0x11111111;
+    ASSERT_EQ(ibv_modify_qp(u, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY),
+              0);
+    at.qp_state = IBV_QPS_RTR;
+    ASSERT_EQ(ibv_modify_qp(u, &at, IBV_QP_STATE), 0);
+    at.qp_state = IBV_QPS_RTS;
+    at.sq_psn = 1;
+    ASSERT_EQ(ibv_modify_qp(u, &at, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+  }
+  // One UD send from A's GID gidx to B's GID gidx, received on `to`; returns the AH used.
+  auto send = [&](int gidx, ibv_qp *to, uint64_t wr_id) -> bool {
+    ibv_gid dgid{};
+    if (ibv_query_gid(b.ctx, kPort, gidx, &dgid)) return false;
+    ibv_ah_attr aa{};
+    aa.is_global = 1;
+    aa.grh.dgid = dgid;
+    aa.grh.sgid_index = static_cast<uint8_t>(gidx);
+    aa.grh.hop_limit = 64;
+    aa.port_num = kPort;
+    ibv_ah *ah = ibv_create_ah(a.pd, &aa);
+    EXPECT_NE(ah, nullptr) << "GID " << gidx << ": " << strerror(errno);
+    if (!ah) return false;
+    ibv_sge rs = sge_b(wr_id * 1024, 40 + 64);
+    EXPECT_EQ(post_recv(to, wr_id, &rs, 1), 0);
+    ibv_sge ss = sge_a(0, 64);
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = wr_id;
+    wr.opcode = IBV_WR_SEND;
+    wr.sg_list = &ss;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.ud.ah = ah;
+    wr.wr.ud.remote_qpn = to->qp_num;
+    wr.wr.ud.remote_qkey = 0x11111111;
+    EXPECT_EQ(ibv_post_send(ua, &wr, &bad), 0);
+    ibv_wc wc;
+    const bool sent = poll_one(a.cq, &wc) && wc.status == IBV_WC_SUCCESS;
+    EXPECT_EQ(ibv_destroy_ah(ah), 0);
+    return sent;
+  };
+  // IPv4 (GID 1), through ibv_poll_cq.
+  ASSERT_TRUE(send(kGidIndex, ub, 1));
+  ibv_wc wc;
+  ASSERT_TRUE(poll_one(b.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(wc.wc_flags & IBV_WC_GRH);
+  EXPECT_EQ(b.buf[1024 + 20] >> 4, 4);  // the IPv4 header in the GRH area
+  EXPECT_EQ(wc.sl, 2) << "IPv4: mlx5's MLX5_CQE_ROCE_L3_HEADER_TYPE_IPV4";
+  // IPv4 through the ibv_cq_ex accessor.
+  ASSERT_TRUE(send(kGidIndex, uc, 2));
+  ibv_poll_cq_attr pa{};
+  int rc = ENOENT;
+  for (int i = 0; i < 30000 && rc == ENOENT; ++i) {
+    rc = ibv_start_poll(cqx, &pa);
+    if (rc == ENOENT) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(cqx->status, IBV_WC_SUCCESS);
+  EXPECT_EQ(cqx->wr_id, 2u);
+  EXPECT_EQ(ibv_wc_read_sl(cqx), 2);
+  EXPECT_EQ(ibv_wc_read_src_qp(cqx), ua->qp_num);
+  ibv_end_poll(cqx);
+  // IPv6: GID 0 is the port's link-local address (RoCE v2 over IPv6).
+  ibv_gid_entry ge{};
+  ASSERT_EQ(ibv_query_gid_ex(b.ctx, kPort, 0, &ge, 0), 0);
+  ASSERT_EQ(ge.gid_type, IBV_GID_TYPE_ROCE_V2);
+  ASSERT_EQ(ge.gid.raw[0], 0xfe);  // fe80::/64
+  ASSERT_TRUE(send(0, ub, 3));
+  ASSERT_TRUE(poll_one(b.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.wr_id, 3u);
+  EXPECT_EQ(b.buf[3 * 1024] >> 4, 6);  // the IPv6 header fills the GRH area
+  EXPECT_EQ(wc.sl, 1) << "IPv6: mlx5's MLX5_CQE_ROCE_L3_HEADER_TYPE_IPV6";
+  for (auto &qq : qps)
+    if (qq == uc) {
+      EXPECT_EQ(ibv_destroy_qp(qq), 0);
+      qq = nullptr;
+    }
+  EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
 }
 
 // ---- ibv_qp_ex / ibv_cq_ex -----------------------------------------------------------------

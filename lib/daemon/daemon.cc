@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 #include <stdexcept>
 
 namespace uroce::daemon {
@@ -411,80 +412,55 @@ void Daemon::destroy_session(Session &s) {
 // ---------------------------------------------------------------------------------------------
 // Control messages
 // ---------------------------------------------------------------------------------------------
+// The verbs handlers, one per request type, in the order of ctl::kVerbsSpecs (checked below).
+struct Daemon::VerbsHandler {
+  uint16_t type;
+  Handler fn;
+};
+
 void Daemon::on_message(ctl::Server &srv, const ctl::ClientInfo &ci, ctl::Message &m) {
+  static constexpr VerbsHandler kHandlers[] = {
+      {ctl::kOpenContext, &Daemon::do_open_context},
+      {ctl::kQueryDevice, &Daemon::do_query_device},
+      {ctl::kQueryPort, &Daemon::do_query_port},
+      {ctl::kQueryGid, &Daemon::do_query_gid},
+      {ctl::kAllocPd, &Daemon::do_alloc_pd},
+      {ctl::kDeallocPd, &Daemon::do_dealloc_pd},
+      {ctl::kRegMr, &Daemon::do_reg_mr},
+      {ctl::kDeregMr, &Daemon::do_dereg_mr},
+      {ctl::kCreateCq, &Daemon::do_create_cq},
+      {ctl::kDestroyCq, &Daemon::do_destroy_cq},
+      {ctl::kCreateQp, &Daemon::do_create_qp},
+      {ctl::kModifyQp, &Daemon::do_modify_qp},
+      {ctl::kQueryQp, &Daemon::do_query_qp},
+      {ctl::kDestroyQp, &Daemon::do_destroy_qp},
+      {ctl::kCreateSrq, &Daemon::do_create_srq},
+      {ctl::kDestroySrq, &Daemon::do_destroy_srq},
+      {ctl::kCreateAh, &Daemon::do_create_ah},
+      {ctl::kDestroyAh, &Daemon::do_destroy_ah},
+      {ctl::kStats, &Daemon::do_stats},
+      {ctl::kGetAsyncEvents, &Daemon::do_get_async_events},
+      {ctl::kModifySrq, &Daemon::do_modify_srq},
+  };
+  // Every verbs type has its handler, at its kVerbsSpecs index.
+  static_assert(std::size(kHandlers) == std::size(ctl::kVerbsSpecs));
+  static_assert([] {
+    for (size_t i = 0; i < std::size(kHandlers); ++i)
+      if (kHandlers[i].type != ctl::kVerbsSpecs[i].type ||
+          kHandlers[i].type != ctl::kFirstVerbsType + i)
+        return false;
+    return true;
+  }());
+
   auto it = sessions_.find(ci.id);
   if (it == sessions_.end()) return;
   Session &s = *it->second;
   auto r = std::make_unique<Reply>();
   int rc = -EOPNOTSUPP;
+  const size_t i = static_cast<size_t>(m.hdr.type) - ctl::kFirstVerbsType;
   try {
-    switch (m.hdr.type) {
-      case ctl::kOpenContext:
-        rc = do_open_context(s, *r);
-        break;
-      case ctl::kQueryDevice:
-        rc = do_query_device(*r);
-        break;
-      case ctl::kQueryPort:
-        rc = do_query_port(m, *r);
-        break;
-      case ctl::kQueryGid:
-        rc = do_query_gid(m, *r);
-        break;
-      case ctl::kAllocPd:
-        rc = do_alloc_pd(s, *r);
-        break;
-      case ctl::kDeallocPd:
-        rc = do_dealloc_pd(s, m);
-        break;
-      case ctl::kRegMr:
-        rc = do_reg_mr(s, m, *r);
-        break;
-      case ctl::kDeregMr:
-        rc = do_dereg_mr(s, m);
-        break;
-      case ctl::kCreateCq:
-        rc = do_create_cq(s, m, *r);
-        break;
-      case ctl::kDestroyCq:
-        rc = do_destroy_cq(s, m);
-        break;
-      case ctl::kCreateQp:
-        rc = do_create_qp(s, m, *r);
-        break;
-      case ctl::kModifyQp:
-        rc = do_modify_qp(s, m);
-        break;
-      case ctl::kQueryQp:
-        rc = do_query_qp(s, m, *r);
-        break;
-      case ctl::kDestroyQp:
-        rc = do_destroy_qp(s, m);
-        break;
-      case ctl::kCreateSrq:
-        rc = do_create_srq(s, m, *r);
-        break;
-      case ctl::kDestroySrq:
-        rc = do_destroy_srq(s, m);
-        break;
-      case ctl::kCreateAh:
-        rc = do_create_ah(s, m, *r);
-        break;
-      case ctl::kDestroyAh:
-        rc = do_destroy_ah(s, m);
-        break;
-      case ctl::kStats:
-        rc = do_stats(m, *r);
-        break;
-      case ctl::kGetAsyncEvents:
-        rc = do_get_async_events(s, *r);
-        break;
-      case ctl::kModifySrq:
-        rc = do_modify_srq(s, m);
-        break;
-      default:
-        break;
-    }
+    if (m.hdr.type >= ctl::kFirstVerbsType && i < std::size(kHandlers))
+      rc = (this->*kHandlers[i].fn)(s, m, *r);
   } catch (const std::bad_alloc &) {
     rc = -ENOMEM;
   }
@@ -496,7 +472,7 @@ void Daemon::on_message(ctl::Server &srv, const ctl::ClientInfo &ci, ctl::Messag
   // Objects created for this reply keep their own fds; the message's fds close with it.
 }
 
-int Daemon::do_open_context(Session &s, Reply &r) {
+int Daemon::do_open_context(Session &s, ctl::Message &, Reply &r) {
   if (!s.has_db) {
     const uint32_t slots = pow2_at_least(2 * (opt_.max_qp_per_session + kMaxSrqPerSession));
     const int rc = make_ring("uroce-doorbell", abi::RingKind::kDoorbell, 0, sizeof(abi::Doorbell),
@@ -519,7 +495,7 @@ int Daemon::do_open_context(Session &s, Reply &r) {
   return 0;
 }
 
-int Daemon::do_get_async_events(Session &s, Reply &r) {
+int Daemon::do_get_async_events(Session &s, ctl::Message &, Reply &r) {
   ctl::AsyncEventsReply rep{};
   rep.count = s.async_n;
   rep.lost = s.async_lost;
@@ -533,7 +509,7 @@ int Daemon::do_get_async_events(Session &s, Reply &r) {
   return 0;
 }
 
-int Daemon::do_query_device(Reply &r) {
+int Daemon::do_query_device(Session &, ctl::Message &, Reply &r) {
   const transport::EngineConfig &c = cfg0_;
   ctl::DeviceAttrPayload d{};
   const uint8_t *mac = port_.mac();
@@ -568,7 +544,7 @@ int Daemon::do_query_device(Reply &r) {
   return 0;
 }
 
-int Daemon::do_query_port(const ctl::Message &m, Reply &r) {
+int Daemon::do_query_port(Session &, ctl::Message &m, Reply &r) {
   ctl::PortNumPayload p{};
   if (!m.payload_as(&p) || p.port_num != 1) return -EINVAL;
   ctl::PortAttrPayload a{};
@@ -588,7 +564,7 @@ int Daemon::do_query_port(const ctl::Message &m, Reply &r) {
   return 0;
 }
 
-int Daemon::do_query_gid(const ctl::Message &m, Reply &r) {
+int Daemon::do_query_gid(Session &, ctl::Message &m, Reply &r) {
   ctl::QueryGidPayload q{};
   if (!m.payload_as(&q) || q.port_num != 1 || q.index >= port_.gid_count()) return -EINVAL;
   ctl::GidPayload g{};
@@ -599,7 +575,7 @@ int Daemon::do_query_gid(const ctl::Message &m, Reply &r) {
   return 0;
 }
 
-int Daemon::do_alloc_pd(Session &s, Reply &r) {
+int Daemon::do_alloc_pd(Session &s, ctl::Message &, Reply &r) {
   const uint32_t pd = replicate([](transport::EngineCore &e) { return e.create_pd(); },
                                 [](transport::EngineCore &e, uint32_t h) { e.dealloc_pd(h); });
   if (pd == 0) return -ENOMEM;
@@ -608,7 +584,7 @@ int Daemon::do_alloc_pd(Session &s, Reply &r) {
   return 0;
 }
 
-int Daemon::do_dealloc_pd(Session &s, const ctl::Message &m) {
+int Daemon::do_dealloc_pd(Session &s, ctl::Message &m, Reply &) {
   ctl::HandlePayload h{};
   if (!m.payload_as(&h) || !s.pds.count(h.handle)) return -EINVAL;
   // QPs exist in their owner's engine only: check here so that every engine agrees.
@@ -658,7 +634,7 @@ int Daemon::do_reg_mr(Session &s, ctl::Message &m, Reply &r) {
   return 0;
 }
 
-int Daemon::do_dereg_mr(Session &s, const ctl::Message &m) {
+int Daemon::do_dereg_mr(Session &s, ctl::Message &m, Reply &) {
   ctl::HandlePayload h{};
   if (!m.payload_as(&h)) return -EINVAL;
   auto it = s.mrs.find(h.handle);
@@ -672,7 +648,7 @@ int Daemon::do_dereg_mr(Session &s, const ctl::Message &m) {
   return 0;
 }
 
-int Daemon::do_create_cq(Session &s, const ctl::Message &m, Reply &r) {
+int Daemon::do_create_cq(Session &s, ctl::Message &m, Reply &r) {
   ctl::CreateCqPayload p{};
   if (!m.payload_as(&p) || p.cqe == 0 || p.cqe > cfg0_.max_cqe) return -EINVAL;
   const uint32_t depth = pow2_at_least(p.cqe);
@@ -710,7 +686,7 @@ int Daemon::do_create_cq(Session &s, const ctl::Message &m, Reply &r) {
   return 0;
 }
 
-int Daemon::do_destroy_cq(Session &s, const ctl::Message &m) {
+int Daemon::do_destroy_cq(Session &s, ctl::Message &m, Reply &) {
   ctl::HandlePayload h{};
   if (!m.payload_as(&h)) return -EINVAL;
   auto it = s.cqs.find(h.handle);
@@ -727,7 +703,7 @@ int Daemon::do_destroy_cq(Session &s, const ctl::Message &m) {
   return 0;
 }
 
-int Daemon::do_create_qp(Session &s, const ctl::Message &m, Reply &r) {
+int Daemon::do_create_qp(Session &s, ctl::Message &m, Reply &r) {
   ctl::CreateQpPayload p{};
   if (!m.payload_as(&p) || !s.has_db) return -EINVAL;
   if (!s.pds.count(p.pd) || !s.cqs.count(p.send_cq) || !s.cqs.count(p.recv_cq)) return -EINVAL;
@@ -858,7 +834,7 @@ int Daemon::path_from_ah(const ctl::AhAttrPayload &a, wire::PathInfo *out) {
   return path_from_ah_attr(port_, a, out);
 }
 
-int Daemon::do_modify_qp(Session &s, const ctl::Message &m) {
+int Daemon::do_modify_qp(Session &s, ctl::Message &m, Reply &) {
   ctl::ModifyQpPayload p{};
   if (!m.payload_as(&p)) return -EINVAL;
   auto it = s.qps.find(p.qpn);
@@ -908,7 +884,7 @@ int Daemon::do_modify_qp(Session &s, const ctl::Message &m) {
   return -rc;
 }
 
-int Daemon::do_query_qp(Session &s, const ctl::Message &m, Reply &r) {
+int Daemon::do_query_qp(Session &s, ctl::Message &m, Reply &r) {
   ctl::HandlePayload h{};
   if (!m.payload_as(&h) || !s.qps.count(h.handle)) return -EINVAL;
   transport::QpAttr a;
@@ -970,7 +946,7 @@ int Daemon::do_query_qp(Session &s, const ctl::Message &m, Reply &r) {
   return 0;
 }
 
-int Daemon::do_destroy_qp(Session &s, const ctl::Message &m) {
+int Daemon::do_destroy_qp(Session &s, ctl::Message &m, Reply &) {
   ctl::HandlePayload h{};
   if (!m.payload_as(&h)) return -EINVAL;
   auto it = s.qps.find(h.handle);
@@ -979,7 +955,7 @@ int Daemon::do_destroy_qp(Session &s, const ctl::Message &m) {
   return 0;
 }
 
-int Daemon::do_create_srq(Session &s, const ctl::Message &m, Reply &r) {
+int Daemon::do_create_srq(Session &s, ctl::Message &m, Reply &r) {
   ctl::CreateSrqPayload p{};
   if (!m.payload_as(&p) || !s.has_db || !s.pds.count(p.pd)) return -EINVAL;
   if (p.max_wr == 0 || p.max_wr > transport::kMaxWr || p.max_sge == 0 || p.max_sge > 31)
@@ -1025,7 +1001,7 @@ int Daemon::do_create_srq(Session &s, const ctl::Message &m, Reply &r) {
   return 0;
 }
 
-int Daemon::do_modify_srq(Session &s, const ctl::Message &m) {
+int Daemon::do_modify_srq(Session &s, ctl::Message &m, Reply &) {
   ctl::ModifySrqPayload p{};
   if (!m.payload_as(&p) || !s.srqs.count(p.srq)) return -EINVAL;
   // The SRQ exists in every worker's engine (do_create_srq): arm it everywhere, as creation
@@ -1038,7 +1014,7 @@ int Daemon::do_modify_srq(Session &s, const ctl::Message &m) {
   return 0;
 }
 
-int Daemon::do_destroy_srq(Session &s, const ctl::Message &m) {
+int Daemon::do_destroy_srq(Session &s, ctl::Message &m, Reply &) {
   ctl::HandlePayload h{};
   if (!m.payload_as(&h)) return -EINVAL;
   auto it = s.srqs.find(h.handle);
@@ -1050,7 +1026,7 @@ int Daemon::do_destroy_srq(Session &s, const ctl::Message &m) {
   return 0;
 }
 
-int Daemon::do_create_ah(Session &s, const ctl::Message &m, Reply &r) {
+int Daemon::do_create_ah(Session &s, ctl::Message &m, Reply &r) {
   ctl::CreateAhPayload p{};
   if (!m.payload_as(&p) || !s.pds.count(p.pd)) return -EINVAL;
   transport::AhAttr a;
@@ -1064,7 +1040,7 @@ int Daemon::do_create_ah(Session &s, const ctl::Message &m, Reply &r) {
   return 0;
 }
 
-int Daemon::do_destroy_ah(Session &s, const ctl::Message &m) {
+int Daemon::do_destroy_ah(Session &s, ctl::Message &m, Reply &) {
   ctl::HandlePayload h{};
   if (!m.payload_as(&h) || !s.ahs.count(h.handle)) return -EINVAL;
   int rc = 0;
@@ -1203,7 +1179,7 @@ void Daemon::snapshot_stats() {
   ++stats_gen_;
 }
 
-int Daemon::do_stats(const ctl::Message &m, Reply &r) {
+int Daemon::do_stats(Session &, ctl::Message &m, Reply &r) {
   ctl::StatsRequest q{};
   if (!m.payload_as(&q)) return -EINVAL;
   if (q.first == 0) snapshot_stats();

@@ -157,29 +157,32 @@ class Daemon : public ctl::Handler {
   struct Worker;
 
  private:
-  // control handlers: return 0 or a negative errno; fill the reply payload / fds
   struct Reply;
-  int do_open_context(Session &s, Reply &r);
-  int do_query_device(Reply &r);
-  int do_query_port(const ctl::Message &m, Reply &r);
-  int do_query_gid(const ctl::Message &m, Reply &r);
-  int do_alloc_pd(Session &s, Reply &r);
-  int do_dealloc_pd(Session &s, const ctl::Message &m);
+  struct VerbsHandler;
+  // Control handlers (one per verbs type, dispatched through the table in ctl_dispatch.cc):
+  // 0 or a negative errno; they fill the reply payload / fds.
+  using Handler = int (Daemon::*)(Session &s, ctl::Message &m, Reply &r);
+  int do_open_context(Session &s, ctl::Message &m, Reply &r);
+  int do_query_device(Session &s, ctl::Message &m, Reply &r);
+  int do_query_port(Session &s, ctl::Message &m, Reply &r);
+  int do_query_gid(Session &s, ctl::Message &m, Reply &r);
+  int do_alloc_pd(Session &s, ctl::Message &m, Reply &r);
+  int do_dealloc_pd(Session &s, ctl::Message &m, Reply &r);
   int do_reg_mr(Session &s, ctl::Message &m, Reply &r);
-  int do_dereg_mr(Session &s, const ctl::Message &m);
-  int do_create_cq(Session &s, const ctl::Message &m, Reply &r);
-  int do_destroy_cq(Session &s, const ctl::Message &m);
-  int do_create_qp(Session &s, const ctl::Message &m, Reply &r);
-  int do_modify_qp(Session &s, const ctl::Message &m);
-  int do_query_qp(Session &s, const ctl::Message &m, Reply &r);
-  int do_destroy_qp(Session &s, const ctl::Message &m);
-  int do_create_srq(Session &s, const ctl::Message &m, Reply &r);
-  int do_destroy_srq(Session &s, const ctl::Message &m);
-  int do_modify_srq(Session &s, const ctl::Message &m);
-  int do_create_ah(Session &s, const ctl::Message &m, Reply &r);
-  int do_destroy_ah(Session &s, const ctl::Message &m);
-  int do_stats(const ctl::Message &m, Reply &r);
-  int do_get_async_events(Session &s, Reply &r);
+  int do_dereg_mr(Session &s, ctl::Message &m, Reply &r);
+  int do_create_cq(Session &s, ctl::Message &m, Reply &r);
+  int do_destroy_cq(Session &s, ctl::Message &m, Reply &r);
+  int do_create_qp(Session &s, ctl::Message &m, Reply &r);
+  int do_modify_qp(Session &s, ctl::Message &m, Reply &r);
+  int do_query_qp(Session &s, ctl::Message &m, Reply &r);
+  int do_destroy_qp(Session &s, ctl::Message &m, Reply &r);
+  int do_create_srq(Session &s, ctl::Message &m, Reply &r);
+  int do_destroy_srq(Session &s, ctl::Message &m, Reply &r);
+  int do_create_ah(Session &s, ctl::Message &m, Reply &r);
+  int do_destroy_ah(Session &s, ctl::Message &m, Reply &r);
+  int do_stats(Session &s, ctl::Message &m, Reply &r);
+  int do_get_async_events(Session &s, ctl::Message &m, Reply &r);
+  int do_modify_srq(Session &s, ctl::Message &m, Reply &r);
   void route_event(uint32_t type, uint32_t handle) noexcept;  // main
   void queue_async(Session *owner, uint32_t type, uint32_t handle) noexcept;
 

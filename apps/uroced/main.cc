@@ -2,10 +2,9 @@
 // uroced: the uroce daemon (doc/uroced.md).
 //
 // It parses its configuration, starts the DPDK EAL, brings the ports up, builds their GID
-// tables, announces its addresses (gratuitous ARP, unsolicited NA), serves the control socket
-// (lib/daemon: one session per app) and runs the poll loop on the main lcore: RX (ARP, ND, RoCE
-// into the transport engine), the bridge between the apps' shared-memory rings and the engine,
-// engine.poll() on the TSC clock, TX flush, and the control server every few iterations.
+// tables, announces its addresses (gratuitous ARP, unsolicited NA), builds one transport engine
+// per worker lcore (and per further port), the daemons (lib/daemon: one session per app) and
+// the control sockets, and wires them to the poll loops (lib/daemon/poll_loop.h), one per lcore.
 #include <rte_eal.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
@@ -28,11 +27,12 @@
 #include "config/config.h"
 #include "ctl/server.h"
 #include "daemon/daemon.h"
+#include "daemon/eth_port_view.h"
 #include "daemon/lcore.h"
+#include "daemon/poll_loop.h"
 #include "env_check.h"
 #include "port/eal.h"
 #include "port/eth_port.h"
-#include "port/neigh_wait.h"
 #include "port/port_queue.h"
 #include "telemetry/telemetry.h"
 #include "transport/engine.h"
@@ -112,450 +112,9 @@ void print_config(const config::Config &c) {
   }
 }
 
-void print_counters(const port::EthPort &p) {
-  const port::PortCounters &c = p.counters();
-  std::printf(
-      "port %s counters: rx_packets=%lu rx_bytes=%lu tx_packets=%lu tx_bytes=%lu "
-      "tx_alloc_fail=%lu tx_dropped=%lu tx_deferred=%lu tx_backpressure=%lu tx_too_long=%lu "
-      "rx_arp=%lu rx_nd=%lu rx_roce=%lu\n",
-      p.name().c_str(), c.rx_packets, c.rx_bytes, c.tx_packets, c.tx_bytes, c.tx_alloc_fail,
-      c.tx_dropped, c.tx_deferred, c.tx_backpressure, c.tx_too_long, c.rx_arp, c.rx_nd, c.rx_roce);
-  for (size_t i = 0; i < static_cast<size_t>(port::RxDrop::kCount); ++i)
-    if (c.rx_drops[i])
-      std::printf("port %s drop %s=%lu\n", p.name().c_str(),
-                  port::rx_drop_str(static_cast<port::RxDrop>(i)), c.rx_drops[i]);
-  const port::ArpCounters &a = p.arp().counters();
-  std::printf(
-      "port %s arp: rx=%lu rx_requests_for_us=%lu rx_replies=%lu rx_not_for_us=%lu "
-      "tx_replies=%lu tx_requests=%lu tx_gratuitous=%lu tx_no_buffer=%lu "
-      "conflicts=%lu\n",
-      p.name().c_str(), a.rx, a.rx_requests_for_us, a.rx_replies, a.rx_not_for_us, a.tx_replies,
-      a.tx_requests, a.tx_gratuitous, a.tx_no_buffer, a.conflicts);
-  for (size_t i = 0; i < static_cast<size_t>(port::ArpDrop::kCount); ++i)
-    if (a.drops[i])
-      std::printf("port %s drop %s=%lu\n", p.name().c_str(),
-                  port::arp_drop_str(static_cast<port::ArpDrop>(i)), a.drops[i]);
-  const port::NdCounters &n = p.nd().counters();
-  std::printf(
-      "port %s nd: rx=%lu rx_ns_for_us=%lu rx_ns_not_for_us=%lu rx_na=%lu "
-      "rx_other_icmpv6=%lu tx_na=%lu tx_ns=%lu tx_unsolicited_na=%lu tx_no_buffer=%lu "
-      "conflicts=%lu\n",
-      p.name().c_str(), n.rx, n.rx_ns_for_us, n.rx_ns_not_for_us, n.rx_na, n.rx_other_icmpv6,
-      n.tx_na, n.tx_ns, n.tx_unsolicited_na, n.tx_no_buffer, n.conflicts);
-  for (size_t i = 0; i < static_cast<size_t>(port::NdDrop::kCount); ++i)
-    if (n.drops[i])
-      std::printf("port %s drop %s=%lu\n", p.name().c_str(),
-                  port::nd_drop_str(static_cast<port::NdDrop>(i)), n.drops[i]);
-}
-
 // Capture ring of each worker >= 1 (only with daemon.pcap): about 16 000 frames of 1 KiB, the
 // slack for main's drain (every loop iteration) falling behind (doc/uroced.md, Capture).
 constexpr size_t kCaptureRingBytes = size_t{16} << 20;
-
-using RoceEngine = transport::Engine<port::EthPort, port::TscClock>;     // worker 0 (main)
-using QueueEngine = transport::Engine<port::PortQueue, port::TscClock>;  // workers 1..n-1
-
-// Frames between lcores (doc/uroced.md, Threading): the mbuf travels, and with it its ownership.
-struct MbufRef {
-  rte_mbuf *m;
-};
-using HandOffRing = LocalRing<MbufRef>;
-
-// Hand-off counters of one worker lcore, written by that lcore only.
-struct LaneCounters {
-  uint64_t handoff_out = 0;   // RoCE frames passed to the worker owning their QP
-  uint64_t handoff_in = 0;    // frames received from another lcore's queue
-  uint64_t handoff_drop = 0;  // the ring to the owner was full: freed (the transport recovers)
-  uint64_t to_main = 0;       // frames that are not RoCE, passed to the main lcore (ARP, ND, ...)
-  uint64_t to_main_drop = 0;  // the ring to main was full: freed
-  uint64_t misrouted = 0;     // handed a frame for a QP that is not its own (never expected): freed
-};
-
-// ring(from, to): one single-producer / single-consumer ring per ordered pair of workers.
-class HandOff {
- public:
-  HandOff(unsigned n, uint32_t slots) : n_(n), rings_(size_t{n} * n) {
-    for (unsigned f = 0; f < n; ++f)
-      for (unsigned t = 0; t < n; ++t)
-        if (f != t) rings_[size_t{f} * n + t] = std::make_unique<HandOffRing>(slots);
-  }
-  HandOffRing *ring(unsigned from, unsigned to) noexcept {
-    return rings_[size_t{from} * n_ + to].get();
-  }
-  unsigned workers() const noexcept { return n_; }
-  // Frees what is left in the rings (every lcore has stopped).
-  void drain_all() noexcept {
-    for (auto &r : rings_) {
-      MbufRef m{};
-      while (r && r->pop(&m))
-        rte_pktmbuf_free(m.m);
-    }
-  }
-
- private:
-  unsigned n_;
-  std::vector<std::unique_ptr<HandOffRing>> rings_;
-};
-
-transport::Mtu mtu_enum(uint32_t bytes) {
-  switch (bytes) {
-    case 256:
-      return transport::Mtu::k256;
-    case 512:
-      return transport::Mtu::k512;
-    case 1024:
-      return transport::Mtu::k1024;
-    case 2048:
-      return transport::Mtu::k2048;
-    default:
-      return transport::Mtu::k4096;
-  }
-}
-
-// The verbs device of ports[i], i >= 1 (doc/uroced.md, Ports and devices): its own engine,
-// bridge (Daemon) and control socket, all on the main lcore.
-struct PortDevice {
-  RoceEngine *engine = nullptr;
-  Daemon *daemon = nullptr;  // nullptr until the bridge exists (and again at shutdown)
-};
-
-// Everything one poll-loop iteration of the main lcore (worker 0) touches. Data path: no
-// allocation, printing, locks or exceptions. Each port is one verbs device with its own engine:
-// ports[0]'s is spread over the workers; the engines of ports[1..] run here, on main, fed
-// from every RX queue of their port. With several workers (ho != nullptr) main polls queue 0
-// of ports[0] (worker w polls queue w), hands RoCE frames for other workers' QPs to them, and
-// takes the frames the workers pass to it.
-struct Loop {
-  std::vector<std::unique_ptr<port::EthPort>> &ports;
-  uint16_t nb_queues;
-  RoceEngine &engine;
-  Daemon *daemon = nullptr;
-  const port::TscClock &clock;
-  uint64_t next_timer = 0;
-  uint64_t last_now = 0;  // the clock at the start of the last step()
-  HandOff *ho = nullptr;
-  LaneCounters lc;
-  // Capture with several workers: what workers 1..n-1 captured, drained into main's file.
-  util::PcapWriter *pcap = nullptr;
-  std::vector<util::CaptureRing *> capture_rings;
-  std::vector<PortDevice> devices;  // devices[i - 1]: ports[i]'s device, i >= 1
-
-  static constexpr uint64_t kTimerNs = 1'000'000;  // ARP/ND timers every millisecond
-
-  // Writes the frames the workers captured since the last call (in each worker's order).
-  unsigned drain_captures() noexcept {
-    size_t n = 0;
-    for (util::CaptureRing *r : capture_rings)
-      n += r->drain(
-          [this](const uint8_t *f, uint32_t len, uint64_t ts) { pcap->write(f, len, ts); });
-    return static_cast<unsigned>(n);
-  }
-
-  unsigned step() noexcept {
-    unsigned work = 0;
-    // The apps' rings first: a receive posted before a request was sent is in the engine
-    // before that request's packet can be taken from the RX queue below.
-    if (daemon != nullptr) work += daemon->bridge_in();
-    for (PortDevice &d : devices)
-      if (d.daemon != nullptr) work += d.daemon->bridge_in();
-    // One clock read for the RX burst, taken after the bridge so that timers armed by the
-    // frames start from when the burst is handled; poll() reads its own.
-    const uint64_t now = clock.now_ns();
-    last_now = now;
-    auto to_engine = [this, now](rte_mbuf *m, const uint8_t *f, uint32_t len) noexcept {
-      if (ho != nullptr) {
-        const uint32_t o = qpn_owner(frame_dest_qpn(f, len), ho->workers());
-        if (o != 0) {
-          if (ho->ring(0, o)->push(MbufRef{m})) {
-            ++lc.handoff_out;
-            return port::RxVerdict::kTaken;
-          }
-          ++lc.handoff_drop;
-          return port::RxVerdict::kRefused;
-        }
-      }
-      engine.rx(f, len, now);  // one clock read per loop iteration, not per frame
-      return port::RxVerdict::kAccepted;
-    };
-    for (size_t i = 0; i < ports.size(); ++i) {
-      port::EthPort &p = *ports[i];
-      if (i == 0) {
-        const uint16_t nq = ho != nullptr ? 1 : nb_queues;
-        for (uint16_t q = 0; q < nq; ++q)
-          work += p.rx_burst(q, to_engine, now);
-      } else {
-        RoceEngine &e = *devices[i - 1].engine;
-        auto to_port_engine = [&e, now](rte_mbuf *, const uint8_t *f, uint32_t len) noexcept {
-          e.rx(f, len, now);
-          return port::RxVerdict::kAccepted;
-        };
-        for (uint16_t q = 0; q < nb_queues; ++q)
-          work += p.rx_burst(q, to_port_engine, now);
-      }
-      if (now >= next_timer) p.timers(now);
-    }
-    if (ho != nullptr) {
-      // What the workers passed to main: ARP / ND / other frames, RoCE for worker 0's QPs.
-      for (unsigned from = 1; from < ho->workers(); ++from) {
-        MbufRef r[port::EthPort::kBurst];
-        const size_t k = ho->ring(from, 0)->pop_burst(r, port::EthPort::kBurst);
-        for (size_t j = 0; j < k; ++j)
-          ports[0]->rx_handed(r[j].m, to_engine, now);
-        lc.handoff_in += k;
-        work += static_cast<unsigned>(k);
-      }
-    }
-    if (now >= next_timer) next_timer = now + kTimerNs;
-    work += engine.poll();
-    if (daemon != nullptr) work += daemon->bridge_out();
-    for (PortDevice &d : devices) {
-      work += d.engine->poll();
-      if (d.daemon != nullptr) work += d.daemon->bridge_out();
-    }
-    for (auto &p : ports)
-      p->flush();
-    if (!capture_rings.empty()) work += drain_captures();
-    return work;
-  }
-};
-
-// Worker lcore w >= 1: its commands, doorbells and rings, RX on queue w of ports[0] (RoCE
-// frames for its own QPs to its engine, for other workers' QPs to their ring, everything else
-// to main), the frames other lcores handed to it, its engine's timers and active QPs, its CQs,
-// TX flush of its own queue. Data path: no allocation, printing, locks or exceptions (the
-// control operations main sends run between iterations and may allocate).
-struct WorkerLoop {
-  unsigned id = 0;
-  Daemon *daemon = nullptr;
-  QueueEngine *engine = nullptr;
-  const port::TscClock *clock = nullptr;
-  port::PortQueue *q = nullptr;
-  HandOff *ho = nullptr;
-  const uint8_t *mac = nullptr;
-  uint32_t idle_sleep_us = 0;
-  std::atomic<bool> stop{false};
-  LaneCounters lc;
-
-  unsigned step() noexcept {
-    unsigned work = daemon->serve_commands(id);
-    work += daemon->bridge_in(id);
-    const uint64_t now = clock->now_ns();  // one clock read for the RX burst (poll reads its own)
-    const unsigned nw = ho->workers();
-    rte_mbuf *pkts[port::PortQueue::kBurst];
-    const uint16_t n = q->rx(pkts);
-    for (uint16_t i = 0; i < n; ++i) {
-      rte_mbuf *m = pkts[i];
-      const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
-      const uint32_t len = rte_pktmbuf_data_len(m);
-      if (m->nb_segs == 1 && port::classify(f, len, mac).cls == port::FrameClass::kRoce) {
-        const uint32_t o = qpn_owner(frame_dest_qpn(f, len), nw);
-        if (o == id) {
-          engine->rx(f, len, now);
-          rte_pktmbuf_free(m);
-        } else if (ho->ring(id, o)->push(MbufRef{m})) {
-          ++lc.handoff_out;
-        } else {
-          ++lc.handoff_drop;
-          rte_pktmbuf_free(m);
-        }
-        continue;
-      }
-      if (ho->ring(id, 0)->push(MbufRef{m})) {  // main's EthPort handles and counts it
-        ++lc.to_main;
-      } else {
-        ++lc.to_main_drop;
-        rte_pktmbuf_free(m);
-      }
-    }
-    work += n;
-    for (unsigned from = 0; from < nw; ++from) {
-      if (from == id) continue;
-      MbufRef r[port::PortQueue::kBurst];
-      const size_t k = ho->ring(from, id)->pop_burst(r, port::PortQueue::kBurst);
-      for (size_t j = 0; j < k; ++j) {
-        const uint8_t *f = rte_pktmbuf_mtod(r[j].m, const uint8_t *);
-        const uint32_t len = rte_pktmbuf_data_len(r[j].m);
-        if (qpn_owner(frame_dest_qpn(f, len), nw) == id)
-          engine->rx(f, len, now);
-        else
-          ++lc.misrouted;
-        rte_pktmbuf_free(r[j].m);
-      }
-      lc.handoff_in += k;
-      work += static_cast<unsigned>(k);
-    }
-    work += engine->poll();
-    work += daemon->bridge_out(id);
-    q->flush();
-    return work;
-  }
-};
-
-int worker_main(void *arg) {
-  auto *w = static_cast<WorkerLoop *>(arg);
-  constexpr unsigned kIdleSpins = 1024;
-  unsigned idle = 0;
-  const timespec nap{0, static_cast<long>(w->idle_sleep_us) * 1000};
-  // Acquire: pairs with main's release store of stop (everything main did before is seen).
-  while (!w->stop.load(std::memory_order_acquire)) {
-    if (w->step() != 0) {
-      idle = 0;
-    } else if (w->idle_sleep_us != 0 && ++idle >= kIdleSpins) {
-      nanosleep(&nap, nullptr);
-    }
-  }
-  // The backlog gets a few more chances (the peer may still be reading); what is left is
-  // dropped and counted (tx_dropped): the only place a worker drops its own frames.
-  for (unsigned i = 0; i < port::EthPort::kStopDrainTries && w->q->tx_pending() != 0; ++i)
-    w->q->flush();
-  w->q->drop_pending();
-  return 0;
-}
-
-// Stops the worker lcores and waits for them (also when start-up fails after their launch).
-struct WorkerGuard {
-  std::vector<std::unique_ptr<WorkerLoop>> &loops;
-  void stop() noexcept {
-    for (auto &w : loops)
-      w->stop.store(true, std::memory_order_release);
-    rte_eal_mp_wait_lcore();
-  }
-  ~WorkerGuard() { stop(); }
-};
-
-// The TX side of one lane's queue (EthPort for worker 0, PortQueue for the others).
-struct LaneQueue {
-  uint64_t rx = 0, tx = 0, tx_deferred = 0, tx_backpressure = 0, tx_dropped = 0, tx_pending = 0;
-  uint64_t capture_dropped = 0;  // frames the lane's capture ring had no room for
-};
-
-void add_lane_stats(unsigned w, const LaneCounters &c, const LaneQueue &q,
-                    std::vector<ctl::StatEntry> &v) {
-  auto add = [&](const char *what, uint64_t value) {
-    ctl::StatEntry e{};
-    std::snprintf(e.name, sizeof e.name, "worker.%u.%s", w, what);
-    e.value = value;
-    v.push_back(e);
-  };
-  add("handoff_out", c.handoff_out);
-  add("handoff_in", c.handoff_in);
-  add("handoff_drop", c.handoff_drop);
-  add("to_main", c.to_main);
-  add("to_main_drop", c.to_main_drop);
-  add("misrouted", c.misrouted);
-  add("queue_rx_packets", q.rx);
-  add("queue_tx_packets", q.tx);
-  add("queue_tx_deferred", q.tx_deferred);
-  add("queue_tx_backpressure", q.tx_backpressure);
-  add("queue_tx_dropped", q.tx_dropped);
-  add("queue_tx_pending", q.tx_pending);
-  add("capture_dropped", q.capture_dropped);
-}
-
-// The daemon's control-plane view of ports[0]. resolve() runs the loop while it waits for
-// ARP / ND (port/neigh_wait.h), at most the port's neigh_wait_ms.
-class EthPortView final : public PortView {
- public:
-  EthPortView(port::EthPort &p, const config::PortConfig &pc, Loop &loop)
-      : p_(p), pc_(pc), loop_(loop) {}
-  const uint8_t *mac() const noexcept override { return p_.mac(); }
-  uint32_t eth_mtu() const noexcept override { return p_.mtu(); }
-  transport::Mtu ib_mtu() const noexcept override { return mtu_enum(pc_.ib_mtu()); }
-  size_t gid_count() const noexcept override { return p_.gids().size(); }
-  wire::Gid gid(size_t i) const noexcept override { return p_.gids()[i].gid; }
-  uint8_t dscp() const noexcept override { return pc_.dscp; }
-  const char *ibdev_name() const noexcept override { return pc_.ibdev.c_str(); }
-  bool link_up() const noexcept override {
-    try {
-      return p_.link_status() != "down";
-    } catch (...) {
-      return false;
-    }
-  }
-  int resolve(const wire::Gid &dgid, uint8_t mac_out[6]) noexcept override {
-    const timespec nap{0, 50'000};
-    const port::Resolve r = port::wait_resolution(
-        [this] { return loop_.clock.now_ns(); },
-        [&](uint64_t now) {
-          return dgid.is_v4mapped() ? p_.resolve_ipv4(dgid.ipv4(), now, mac_out)
-                                    : p_.resolve_ipv6(dgid.raw, now, mac_out);
-        },
-        [this] {
-          p_.flush();
-          return loop_.step();
-        },
-        [&nap] { nanosleep(&nap, nullptr); }, uint64_t{pc_.neigh_wait_ms} * 1'000'000);
-    return r == port::Resolve::kResolved ? 0 : EHOSTUNREACH;
-  }
-
- private:
-  port::EthPort &p_;
-  const config::PortConfig &pc_;
-  Loop &loop_;
-};
-
-void add_port_stats(const port::EthPort &p, std::vector<ctl::StatEntry> &v) {
-  auto add = [&](const char *what, uint64_t value) {
-    ctl::StatEntry e{};
-    std::snprintf(e.name, sizeof e.name, "port.%s.%s", p.name().c_str(), what);
-    e.value = value;
-    v.push_back(e);
-  };
-  const port::PortCounters &c = p.counters();
-  add("rx_packets", c.rx_packets);
-  add("rx_bytes", c.rx_bytes);
-  add("tx_packets", c.tx_packets);
-  add("tx_bytes", c.tx_bytes);
-  add("tx_alloc_fail", c.tx_alloc_fail);
-  add("tx_dropped", c.tx_dropped);
-  add("tx_deferred", c.tx_deferred);
-  add("tx_backpressure", c.tx_backpressure);
-  add("tx_pending", p.tx_pending());
-  add("tx_too_long", c.tx_too_long);
-  add("tx_loopback", c.tx_loopback);
-  add("tx_loopback_full", c.tx_loopback_full);
-  add("tx_loopback_dropped", c.tx_loopback_dropped);
-  add("rx_arp", c.rx_arp);
-  add("rx_nd", c.rx_nd);
-  add("rx_roce", c.rx_roce);
-  for (size_t i = 0; i < static_cast<size_t>(port::RxDrop::kCount); ++i)
-    if (c.rx_drops[i]) {
-      char n[48];
-      std::snprintf(n, sizeof n, "drop.%s", port::rx_drop_str(static_cast<port::RxDrop>(i)));
-      add(n, c.rx_drops[i]);
-    }
-  // ARP / ND resolution and the neighbour entries (a name that would not fit is left out).
-  p.neighbour_stats([&](const std::string &n, uint64_t value) {
-    if (6 + p.name().size() + n.size() < sizeof(ctl::StatEntry::name)) add(n.c_str(), value);
-  });
-}
-
-// The poll loop with the control server on the same thread (doc/uroced.md, Threading): the
-// server is polled (epoll timeout 0) every kServeEveryNs of the loop's clock (each poll is an
-// epoll_wait system call: every 64 iterations, as before, it cost ~6 % of a busy daemon,
-// doc/perf.md); when idle, that is every iteration after a nap of >= 100 us.
-// One control server per device: servers[i] serves daemons[i].
-void poll_loop(Loop &loop, const std::vector<ctl::Server *> &servers,
-               const std::vector<Daemon *> &daemons, uint32_t idle_sleep_us) noexcept {
-  constexpr unsigned kIdleSpins = 1024;
-  constexpr uint64_t kServeEveryNs = 100'000;
-  unsigned idle = 0;
-  uint64_t next_serve = 0;
-  const timespec nap{0, static_cast<long>(idle_sleep_us) * 1000};
-  while (!g_stop.load(std::memory_order_relaxed)) {
-    const unsigned work = loop.step();
-    if (loop.last_now >= next_serve) {
-      for (size_t i = 0; i < servers.size(); ++i)
-        servers[i]->poll(0, *daemons[i]);
-      next_serve = loop.last_now + kServeEveryNs;
-    }
-    if (work != 0) {
-      idle = 0;
-    } else if (idle_sleep_us != 0 && ++idle >= kIdleSpins) {
-      nanosleep(&nap, nullptr);
-    }
-  }
-}
 
 int run(int argc, char **argv) {
   std::string cfg_path = kDefaultConfig;
@@ -721,13 +280,22 @@ int run(int argc, char **argv) {
     }
     std::unique_ptr<HandOff> handoff;
     if (nw > 1) handoff = std::make_unique<HandOff>(nw, 1024);
-    Loop loop{ports, nb_queues, *engine, nullptr, clock};
-    for (auto &e : port_engines)
-      loop.devices.push_back(PortDevice{e.get(), nullptr});
-    loop.ho = handoff.get();
-    loop.pcap = &pcap;
-    for (auto &r : capture_rings)
-      loop.capture_rings.push_back(r.get());
+    MainLoop::Config mc;
+    mc.port = ports[0].get();
+    mc.engine = engine.get();
+    mc.clock = &clock;
+    mc.ho = handoff.get();
+    mc.nb_queues = nb_queues;
+    mc.idle_sleep_us = cfg.daemon.idle_sleep_us;
+    MainLoop loop(mc);
+    for (size_t i = 1; i < ports.size(); ++i)
+      loop.devices().push_back(PortDevice{ports[i].get(), port_engines[i - 1].get(), nullptr});
+    {
+      std::vector<util::CaptureRing *> rings;
+      for (auto &r : capture_rings)
+        rings.push_back(r.get());
+      loop.set_capture(&pcap, std::move(rings));
+    }
     EthPortView view(*ports[0], cfg.ports[0], loop);
     Daemon daemon(engines, view);
     // While the control thread waits for a worker to run a command, main's loop goes on.
@@ -737,13 +305,13 @@ int run(int argc, char **argv) {
         nanosleep(&nap, nullptr);
       }
     });
-    std::vector<std::unique_ptr<WorkerLoop>> wloops;
+    std::vector<std::unique_ptr<WorkerLane>> wloops;
     daemon.set_stats_hook([&ports, &daemon, &loop, &wloops](std::vector<ctl::StatEntry> &v) {
       for (auto &p : ports)
         add_port_stats(*p, v);
       if (wloops.empty()) return;
       const port::PortCounters &pc = ports[0]->counters();
-      add_lane_stats(0, loop.lc,
+      add_lane_stats(0, loop.lane_counters(),
                      LaneQueue{pc.rx_packets, pc.tx_packets, pc.tx_deferred, pc.tx_backpressure,
                                pc.tx_dropped, ports[0]->tx_pending()},
                      v);
@@ -751,18 +319,19 @@ int run(int argc, char **argv) {
         LaneCounters c;
         port::QueueCounters q;
         size_t pending = 0;
-        daemon.run_on(w->id, [&] {
-          c = w->lc;
-          q = w->q->counters();
-          pending = w->q->tx_pending();
+        WorkerLoop &l = *w->loop;
+        daemon.run_on(l.id(), [&] {
+          c = l.lane_counters();
+          q = l.port().counters();
+          pending = l.port().tx_pending();
         });
-        add_lane_stats(w->id, c,
+        add_lane_stats(l.id(), c,
                        LaneQueue{q.rx_packets, q.tx_packets, q.tx_deferred, q.tx_backpressure,
-                                 q.tx_dropped, pending, w->q->capture_dropped()},
+                                 q.tx_dropped, pending, l.port().capture_dropped()},
                        v);
       }
     });
-    loop.daemon = &daemon;
+    loop.set_daemon(&daemon);
     std::vector<std::unique_ptr<EthPortView>> port_views;
     std::vector<std::unique_ptr<Daemon>> port_daemons;
     for (size_t i = 1; i < ports.size(); ++i) {
@@ -772,7 +341,7 @@ int run(int argc, char **argv) {
         for (auto &p : ports)
           add_port_stats(*p, v);
       });
-      loop.devices[i - 1].daemon = port_daemons.back().get();
+      loop.devices()[i - 1].daemon = port_daemons.back().get();
     }
     std::vector<unsigned> worker_lcores;
     {
@@ -786,17 +355,19 @@ int run(int argc, char **argv) {
                             " lcores but the EAL runs " + std::to_string(worker_lcores.size() + 1));
     WorkerGuard guard{wloops};
     for (unsigned w = 1; w < nw; ++w) {
-      auto wl = std::make_unique<WorkerLoop>();
-      wl->id = w;
-      wl->daemon = &daemon;
-      wl->engine = qengines[w - 1].get();
-      wl->clock = &clock;
-      wl->q = queues[w - 1].get();
-      wl->ho = handoff.get();
-      wl->mac = ports[0]->mac();
-      wl->idle_sleep_us = cfg.daemon.idle_sleep_us;
+      WorkerLoop::Config wc;
+      wc.id = w;
+      wc.port = queues[w - 1].get();
+      wc.engine = qengines[w - 1].get();
+      wc.clock = &clock;
+      wc.ho = handoff.get();
+      wc.mac = ports[0]->mac();
+      wc.idle_sleep_us = cfg.daemon.idle_sleep_us;
+      auto wl = std::make_unique<WorkerLane>();
+      wl->loop = std::make_unique<WorkerLoop>(wc);
+      wl->loop->set_daemon(&daemon);
       wloops.push_back(std::move(wl));
-      if (rte_eal_remote_launch(worker_main, wloops.back().get(), worker_lcores[w - 1]) != 0)
+      if (rte_eal_remote_launch(worker_lcore_main, wloops.back().get(), worker_lcores[w - 1]) != 0)
         throw port::PortError("cannot launch worker " + std::to_string(w) + " on lcore " +
                               std::to_string(worker_lcores[w - 1]));
     }
@@ -836,7 +407,8 @@ int run(int argc, char **argv) {
       std::printf("; engine of port %s on lcore %u", ports[i]->name().c_str(), rte_lcore_id());
     std::printf(")\n");
 
-    poll_loop(loop, server_ptrs, daemon_ptrs, cfg.daemon.idle_sleep_us);
+    loop.set_servers(server_ptrs, daemon_ptrs);
+    loop.run(g_stop);
 
     std::printf("uroced: stopping\n");
     // Tell every app the daemon is going away (its next call fails with ECONNRESET), then
@@ -848,11 +420,11 @@ int run(int argc, char **argv) {
     server_ptrs.clear();
     for (auto &d : port_daemons)
       d->close_all();  // their engines run on main: nothing else to wait for
-    for (PortDevice &d : loop.devices)
+    for (PortDevice &d : loop.devices())
       d.daemon = nullptr;
     daemon.close_all();  // the workers still run: the teardown runs on them
     guard.stop();
-    loop.daemon = nullptr;
+    loop.set_daemon(nullptr);
     if (!capture_rings.empty()) loop.drain_captures();  // what the workers captured last
     if (handoff) handoff->drain_all();
     transport::EngineCounters ec = engine->counters();
@@ -875,13 +447,14 @@ int run(int argc, char **argv) {
             "misrouted=%lu\n",
             w, c.handoff_out, c.handoff_in, c.handoff_drop, c.to_main, c.misrouted);
       };
-      lane(0, loop.lc);
+      lane(0, loop.lane_counters());
       for (auto &w : wloops) {
-        lane(w->id, w->lc);
-        const port::QueueCounters &q = w->q->counters();
+        WorkerLoop &l = *w->loop;
+        lane(l.id(), l.lane_counters());
+        const port::QueueCounters &q = l.port().counters();
         std::printf(
             "worker %u queue: tx_packets=%lu tx_deferred=%lu tx_backpressure=%lu tx_dropped=%lu\n",
-            w->id, q.tx_packets, q.tx_deferred, q.tx_backpressure, q.tx_dropped);
+            l.id(), q.tx_packets, q.tx_deferred, q.tx_backpressure, q.tx_dropped);
       }
     }
     const BridgeCounters bc = daemon.counters(true);
@@ -891,7 +464,7 @@ int run(int argc, char **argv) {
         bc.sessions_opened, bc.doorbells, bc.send_wqes, bc.recv_wqes, bc.bad_wqes, bc.cqes);
     for (auto &p : ports) {
       p->flush();
-      print_counters(*p);
+      print_port_counters(*p);
     }
     for (auto &p : ports)
       p->set_capture(nullptr);

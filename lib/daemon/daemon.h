@@ -1,34 +1,20 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// lib/daemon: what joins apps to the transport engine inside uroced.
+// lib/daemon: what joins apps to the transport engine inside uroced (doc/uroced.md).
 //
-//   - Daemon is the ctl::Handler of the control server: one AppSession per connected client,
-//     owning that app's PDs, MRs (the app's memfd mapped into the daemon), CQs, QPs, SRQs and
-//     AHs, each checked to belong to the session on every request; when the client disconnects
-//     or dies, everything it owned is torn down (QPs moved to ERR first, then destroyed; MRs
-//     deregistered and unmapped).
-//   - The bridge (bridge_in / bridge_out) moves work between the shared-memory rings and the
-//     engine: doorbells -> the rung QPs' SQ/RQ (SRQ) rings -> every WQE copied out of shared
-//     memory, validated, and posted with post_send / post_recv; engine completions -> the app's
-//     CQ ring, with the CQ's eventfd written when the app armed it.
+// Daemon is the ctl::Handler of the control server: one session per connected app, owning its
+// PDs, MRs, CQs, QPs, SRQs and AHs (each checked to belong to the session on every request),
+// all torn down when the app disconnects or dies. The bridge moves work between the apps'
+// shared-memory rings and the engines: doorbells -> SQ / RQ / SRQ rings -> post_send /
+// post_recv; engine completions -> the app's CQ ring (+ eventfd); async events -> the session.
 //
-// Threading (doc/uroced.md, "Threading"): one engine per worker lcore. Worker 0 is uroced's main
-// lcore, which also runs the control server (the Handler callbacks), the apps' doorbell rings
-// and the routing of async events; workers 1..n-1 run only their own data path. Every object a
-// worker's data path touches is changed only on that worker: the control thread runs those
-// changes there with run_on() (a CmdChannel per worker, lcore.h), waiting for each. A QP is
-// owned by one worker for life (its QPN says which, lcore.h); PDs, MRs, AHs, CQs and SRQs are
-// created in every worker's engine (same handles everywhere: the engines get the same calls in
-// the same order); a CQ or SRQ is *bound* to the worker of the first QP that uses it (an SRQ
-// rung before that is bound to worker 0), and a QP whose CQs / SRQ are bound to different
-// workers is refused with EINVAL. A CQ no QP uses any more is released (unbound) when the next
-// QP that names it is created, if its worker's engine holds none of its completions. Doorbells:
-// main reads every session's doorbell ring and forwards those for other workers' QPs / SRQs through
-// an SPSC ring per worker (at most one forwarded doorbell per QP and kind in flight); workers send
-// their engine's async events to main through an SPSC ring each. With one worker everything runs on
-// main as before.
+// Threads (doc/uroced.md, "Threading"): one engine per worker lcore; worker 0 is the main lcore,
+// which also runs the control path and reads the apps' doorbell rings. A worker's objects are
+// changed only on that worker (run_on). The data path never throws, allocates, locks or prints;
+// the control path reports errors as -errno in the reply status.
 //
-// The data path (bridge_in, bridge_out) never throws, allocates, locks or prints; the control
-// path (Handler callbacks) may allocate and reports errors as -errno in the reply status.
+// Files: daemon.cc construction and worker plumbing; session.cc sessions and teardown;
+// ctl_dispatch.cc the handler table; verbs_*.cc the handlers; path.cc address vectors;
+// stats.cc counters; bridge_*.cc the data path; objects.h the objects (private).
 #pragma once
 
 #include <cstdint>
@@ -157,51 +143,64 @@ class Daemon : public ctl::Handler {
   struct Worker;
 
  private:
-  // control handlers: return 0 or a negative errno; fill the reply payload / fds
   struct Reply;
-  int do_open_context(Session &s, Reply &r);
-  int do_query_device(Reply &r);
-  int do_query_port(const ctl::Message &m, Reply &r);
-  int do_query_gid(const ctl::Message &m, Reply &r);
-  int do_alloc_pd(Session &s, Reply &r);
-  int do_dealloc_pd(Session &s, const ctl::Message &m);
+  struct VerbsHandler;
+  // ---- control handlers, one per verbs type (table in ctl_dispatch.cc): 0 or a negative
+  // errno; they fill the reply payload / fds ----
+  using Handler = int (Daemon::*)(Session &s, ctl::Message &m, Reply &r);
+  // session.cc
+  int do_open_context(Session &s, ctl::Message &m, Reply &r);
+  // session.cc
+  int do_get_async_events(Session &s, ctl::Message &m, Reply &r);
+  // verbs_device.cc
+  int do_query_device(Session &s, ctl::Message &m, Reply &r);
+  int do_query_port(Session &s, ctl::Message &m, Reply &r);
+  int do_query_gid(Session &s, ctl::Message &m, Reply &r);
+  // verbs_pd_mr_ah.cc
+  int do_alloc_pd(Session &s, ctl::Message &m, Reply &r);
+  int do_dealloc_pd(Session &s, ctl::Message &m, Reply &r);
   int do_reg_mr(Session &s, ctl::Message &m, Reply &r);
-  int do_dereg_mr(Session &s, const ctl::Message &m);
-  int do_create_cq(Session &s, const ctl::Message &m, Reply &r);
-  int do_destroy_cq(Session &s, const ctl::Message &m);
-  int do_create_qp(Session &s, const ctl::Message &m, Reply &r);
-  int do_modify_qp(Session &s, const ctl::Message &m);
-  int do_query_qp(Session &s, const ctl::Message &m, Reply &r);
-  int do_destroy_qp(Session &s, const ctl::Message &m);
-  int do_create_srq(Session &s, const ctl::Message &m, Reply &r);
-  int do_destroy_srq(Session &s, const ctl::Message &m);
-  int do_modify_srq(Session &s, const ctl::Message &m);
-  int do_create_ah(Session &s, const ctl::Message &m, Reply &r);
-  int do_destroy_ah(Session &s, const ctl::Message &m);
-  int do_stats(const ctl::Message &m, Reply &r);
-  int do_get_async_events(Session &s, Reply &r);
-  void route_event(uint32_t type, uint32_t handle) noexcept;  // main
-  void queue_async(Session *owner, uint32_t type, uint32_t handle) noexcept;
+  int do_dereg_mr(Session &s, ctl::Message &m, Reply &r);
+  int do_create_ah(Session &s, ctl::Message &m, Reply &r);
+  int do_destroy_ah(Session &s, ctl::Message &m, Reply &r);
+  // verbs_cq_srq.cc
+  int do_create_cq(Session &s, ctl::Message &m, Reply &r);
+  int do_destroy_cq(Session &s, ctl::Message &m, Reply &r);
+  int do_create_srq(Session &s, ctl::Message &m, Reply &r);
+  int do_modify_srq(Session &s, ctl::Message &m, Reply &r);
+  int do_destroy_srq(Session &s, ctl::Message &m, Reply &r);
+  // verbs_qp.cc
+  int do_create_qp(Session &s, ctl::Message &m, Reply &r);
+  int do_modify_qp(Session &s, ctl::Message &m, Reply &r);
+  int do_query_qp(Session &s, ctl::Message &m, Reply &r);
+  int do_destroy_qp(Session &s, ctl::Message &m, Reply &r);
+  // stats.cc
+  int do_stats(Session &s, ctl::Message &m, Reply &r);
 
+  // ---- daemon.cc: the workers ----
   // Calls f(engine) on every worker, in order; each must return the same non-zero handle.
   // Otherwise undo(engine, handle) runs where it succeeded, and 0 is returned.
   uint32_t replicate(const std::function<uint32_t(transport::EngineCore &)> &f,
                      const std::function<void(transport::EngineCore &, uint32_t)> &undo);
   // Calls f(engine) on every worker (destroy paths: they agree, the daemon checked first).
   void on_all(const std::function<void(transport::EngineCore &)> &f);
+  Qp *main_qp(uint32_t qpn) const noexcept;
 
-  int path_from_ah(const ctl::AhAttrPayload &a, wire::PathInfo *out);
+  // ---- session.cc: session lifetime ----
   void destroy_qp_obj(Session &s, Qp &q);
   void destroy_srq_obj(Srq &q);
   void release_idle_cq(Cq &c);
   void destroy_session(Session &s);
   void rebuild_lists();
-  void snapshot_stats();
-  Qp *main_qp(uint32_t qpn) const noexcept;
 
-  // data path helpers (worker W's thread)
+  // ---- path.cc, stats.cc ----
+  int path_from_ah(const ctl::AhAttrPayload &a, wire::PathInfo *out);
+  void snapshot_stats();
+
+  // ---- data path (worker W's thread) ----
+  // bridge_doorbell.cc
   void main_doorbells() noexcept;  // main: the sessions' doorbell rings
-  void forward_events() noexcept;  // main: the other workers' async events
+  // bridge_drain.cc
   void activate(Worker &W, Qp &q) noexcept;
   void activate_srq(Worker &W, Srq &s) noexcept;
   bool drain_sq(Worker &W, Qp &q) noexcept;  // true: keep the QP active
@@ -211,11 +210,16 @@ class Daemon : public ctl::Handler {
                 transport::WcOpcode op, bool recv) noexcept;
   void qp_to_error(Worker &W, Qp &q) noexcept;
   void ring_broken(Worker &W, Qp &q) noexcept;  // an impossible SQ / RQ index: ERR + QP_FATAL
+  // bridge_cq.cc
   uint32_t move_cq(Worker &W, Cq &c) noexcept;
   // Gives the app back the SQ / RQ (SRQ) slots of the work requests the engine is done with.
   void release_slots(Worker &W, Qp &q) noexcept;
   bool cq_ring_broken(Worker &W, Cq &c) noexcept;
+  // bridge_events.cc
   void emit_async(Worker &W, uint32_t type, uint32_t handle) noexcept;
+  void forward_events() noexcept;                             // main: the workers' events
+  void route_event(uint32_t type, uint32_t handle) noexcept;  // main
+  void queue_async(Session *owner, uint32_t type, uint32_t handle) noexcept;
 
   PortView &port_;
   DaemonOptions opt_;

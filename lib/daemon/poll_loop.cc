@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "daemon/poll_loop.h"
+
+#include <rte_launch.h>
+
+#include <cstdio>
+#include <ctime>
+
+#include "port/classify.h"
+
+namespace uroce::daemon {
+
+HandOff::HandOff(unsigned n, uint32_t slots) : n_(n), rings_(size_t{n} * n) {
+  for (unsigned f = 0; f < n; ++f)
+    for (unsigned t = 0; t < n; ++t)
+      if (f != t) rings_[size_t{f} * n + t] = std::make_unique<HandOffRing>(slots);
+}
+
+void HandOff::drain_all() noexcept {
+  for (auto &r : rings_) {
+    MbufRef m{};
+    while (r && r->pop(&m))
+      rte_pktmbuf_free(m.m);
+  }
+}
+
+void IdlePolicy::after_pass(unsigned work) noexcept {
+  if (work != 0) {
+    idle_ = 0;
+  } else if (sleep_us_ != 0 && ++idle_ >= kIdleSpins) {
+    const timespec nap{0, static_cast<long>(sleep_us_) * 1000};
+    nanosleep(&nap, nullptr);
+  }
+}
+
+template <class Port>
+PollLoop<Port>::PollLoop(const Config &c) noexcept
+    : id_(c.id),
+      port_(c.port),
+      engine_(c.engine),
+      clock_(c.clock),
+      ho_(c.ho),
+      nb_queues_(c.nb_queues),
+      mac_(c.mac),
+      idle_(c.idle_sleep_us) {}
+
+template <class Port>
+void PollLoop<Port>::set_servers(std::vector<ctl::Server *> servers,
+                                 std::vector<Daemon *> daemons) {
+  servers_ = std::move(servers);
+  server_daemons_ = std::move(daemons);
+}
+
+template <class Port>
+void PollLoop<Port>::set_capture(util::PcapWriter *pcap, std::vector<util::CaptureRing *> rings) {
+  pcap_ = pcap;
+  capture_rings_ = std::move(rings);
+}
+
+template <class Port>
+unsigned PollLoop<Port>::drain_captures() noexcept {
+  size_t n = 0;
+  for (util::CaptureRing *r : capture_rings_)
+    n +=
+        r->drain([this](const uint8_t *f, uint32_t len, uint64_t ts) { pcap_->write(f, len, ts); });
+  return static_cast<unsigned>(n);
+}
+
+template <class Port>
+unsigned PollLoop<Port>::step() noexcept {
+  unsigned work = 0;
+  // The apps' rings first: a receive posted before a request was sent is in the engine before
+  // that request's packet can be taken from the RX queue below. A worker first runs the
+  // control operations main sent it.
+  if (daemon_ != nullptr) {
+    if constexpr (!kMain) work += daemon_->serve_commands(id_);
+    work += daemon_->bridge_in(id_);
+  }
+  for (PortDevice &d : devices_)
+    if (d.daemon != nullptr) work += d.daemon->bridge_in();
+  // One clock read for the RX burst, taken after the bridge so that timers armed by the frames
+  // start from when the burst is handled; poll() reads its own.
+  const uint64_t now = clock_->now_ns();
+  last_now_ = now;
+  work += rx(now);
+  work += handoff_in(now);
+  if constexpr (kMain)
+    if (now >= next_timer_) next_timer_ = now + kTimerNs;
+  work += engine_->poll();
+  if (daemon_ != nullptr) work += daemon_->bridge_out(id_);
+  for (PortDevice &d : devices_) {
+    work += d.engine->poll();
+    if (d.daemon != nullptr) work += d.daemon->bridge_out();
+  }
+  port_->flush();
+  for (PortDevice &d : devices_)
+    d.port->flush();
+  if (!capture_rings_.empty()) work += drain_captures();
+  return work;
+}
+
+// Main: a RoCE frame of ports[0] goes to the worker owning its QP, or to main's engine.
+template <class Port>
+port::RxVerdict PollLoop<Port>::main_frame(rte_mbuf *m, const uint8_t *f, uint32_t len,
+                                           uint64_t now) noexcept {
+  if (ho_ != nullptr) {
+    const uint32_t o = qpn_owner(frame_dest_qpn(f, len), ho_->workers());
+    if (o != 0) {
+      if (ho_->ring(0, o)->push(MbufRef{m})) {
+        ++lc_.handoff_out;
+        return port::RxVerdict::kTaken;
+      }
+      ++lc_.handoff_drop;
+      return port::RxVerdict::kRefused;
+    }
+  }
+  engine_->rx(f, len, now);
+  return port::RxVerdict::kAccepted;
+}
+
+template <class Port>
+unsigned PollLoop<Port>::rx(uint64_t now) noexcept {
+  unsigned work = 0;
+  if constexpr (kMain) {
+    // ports[0]: with several workers main polls queue 0 (worker w polls queue w), else all.
+    auto to_engine = [this, now](rte_mbuf *m, const uint8_t *f, uint32_t len) noexcept {
+      return main_frame(m, f, len, now);
+    };
+    const uint16_t nq = ho_ != nullptr ? 1 : nb_queues_;
+    for (uint16_t q = 0; q < nq; ++q)
+      work += port_->rx_burst(q, to_engine, now);
+    if (now >= next_timer_) port_->timers(now);
+    // ports[1..]: every queue, into that port's engine.
+    for (PortDevice &d : devices_) {
+      RoceEngine &e = *d.engine;
+      auto to_port_engine = [&e, now](rte_mbuf *, const uint8_t *f, uint32_t len) noexcept {
+        e.rx(f, len, now);
+        return port::RxVerdict::kAccepted;
+      };
+      for (uint16_t q = 0; q < nb_queues_; ++q)
+        work += d.port->rx_burst(q, to_port_engine, now);
+      if (now >= next_timer_) d.port->timers(now);
+    }
+  } else {
+    // Worker: RoCE frames for its own QPs to its engine, for other workers' QPs to their ring,
+    // everything else to main (whose EthPort handles and counts it).
+    const unsigned nw = ho_->workers();
+    rte_mbuf *pkts[port::PortQueue::kBurst];
+    const uint16_t n = port_->rx(pkts);
+    for (uint16_t i = 0; i < n; ++i) {
+      rte_mbuf *m = pkts[i];
+      const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+      const uint32_t len = rte_pktmbuf_data_len(m);
+      if (m->nb_segs == 1 && port::classify(f, len, mac_).cls == port::FrameClass::kRoce) {
+        const uint32_t o = qpn_owner(frame_dest_qpn(f, len), nw);
+        if (o == id_) {
+          engine_->rx(f, len, now);
+          rte_pktmbuf_free(m);
+        } else if (ho_->ring(id_, o)->push(MbufRef{m})) {
+          ++lc_.handoff_out;
+        } else {
+          ++lc_.handoff_drop;
+          rte_pktmbuf_free(m);
+        }
+        continue;
+      }
+      if (ho_->ring(id_, 0)->push(MbufRef{m})) {
+        ++lc_.to_main;
+      } else {
+        ++lc_.to_main_drop;
+        rte_pktmbuf_free(m);
+      }
+    }
+    work += n;
+  }
+  return work;
+}
+
+// The frames other lcores passed to this one: main gets ARP / ND / other frames and RoCE for
+// worker 0's QPs; a worker gets RoCE for its own QPs.
+template <class Port>
+unsigned PollLoop<Port>::handoff_in(uint64_t now) noexcept {
+  if (ho_ == nullptr) return 0;
+  unsigned work = 0;
+  const unsigned nw = ho_->workers();
+  for (unsigned from = 0; from < nw; ++from) {
+    if (from == id_) continue;
+    MbufRef r[Port::kBurst];
+    const size_t k = ho_->ring(from, id_)->pop_burst(r, Port::kBurst);
+    for (size_t j = 0; j < k; ++j) {
+      if constexpr (kMain) {
+        port_->rx_handed(
+            r[j].m,
+            [this, now](rte_mbuf *m, const uint8_t *f, uint32_t len) noexcept {
+              return main_frame(m, f, len, now);
+            },
+            now);
+      } else {
+        const uint8_t *f = rte_pktmbuf_mtod(r[j].m, const uint8_t *);
+        const uint32_t len = rte_pktmbuf_data_len(r[j].m);
+        if (qpn_owner(frame_dest_qpn(f, len), nw) == id_)
+          engine_->rx(f, len, now);
+        else
+          ++lc_.misrouted;
+        rte_pktmbuf_free(r[j].m);
+      }
+    }
+    lc_.handoff_in += k;
+    work += static_cast<unsigned>(k);
+  }
+  return work;
+}
+
+// Main: the control servers on the loop's thread (doc/uroced.md, Threading), polled with an
+// epoll timeout of 0 every kServeEveryNs of the loop's clock (why by time: doc/perf.md).
+template <class Port>
+void PollLoop<Port>::serve_control() noexcept {
+  if (last_now_ < next_serve_) return;
+  for (size_t i = 0; i < servers_.size(); ++i)
+    servers_[i]->poll(0, *server_daemons_[i]);
+  next_serve_ = last_now_ + kServeEveryNs;
+}
+
+template <class Port>
+void PollLoop<Port>::run(const std::atomic<bool> &stop) noexcept {
+  while (!stop.load(std::memory_order_acquire)) {
+    const unsigned work = step();
+    if constexpr (kMain) serve_control();
+    idle_.after_pass(work);
+  }
+  if constexpr (!kMain) {
+    // The backlog gets a few more chances (the peer may still be reading); what is left is
+    // dropped and counted (tx_dropped): the only place a worker drops its own frames.
+    for (unsigned i = 0; i < port::EthPort::kStopDrainTries && port_->tx_pending() != 0; ++i)
+      port_->flush();
+    port_->drop_pending();
+  }
+}
+
+template class PollLoop<port::EthPort>;
+template class PollLoop<port::PortQueue>;
+
+int worker_lcore_main(void *arg) {
+  auto *w = static_cast<WorkerLane *>(arg);
+  // Acquire: pairs with main's release store of stop (everything main did before is seen).
+  w->loop->run(w->stop);
+  return 0;
+}
+
+void WorkerGuard::stop() noexcept {
+  for (auto &w : lanes)
+    w->stop.store(true, std::memory_order_release);
+  rte_eal_mp_wait_lcore();
+}
+
+void add_lane_stats(unsigned w, const LaneCounters &c, const LaneQueue &q,
+                    std::vector<ctl::StatEntry> &v) {
+  auto add = [&](const char *what, uint64_t value) {
+    ctl::StatEntry e{};
+    std::snprintf(e.name, sizeof e.name, "worker.%u.%s", w, what);
+    e.value = value;
+    v.push_back(e);
+  };
+  add("handoff_out", c.handoff_out);
+  add("handoff_in", c.handoff_in);
+  add("handoff_drop", c.handoff_drop);
+  add("to_main", c.to_main);
+  add("to_main_drop", c.to_main_drop);
+  add("misrouted", c.misrouted);
+  add("queue_rx_packets", q.rx);
+  add("queue_tx_packets", q.tx);
+  add("queue_tx_deferred", q.tx_deferred);
+  add("queue_tx_backpressure", q.tx_backpressure);
+  add("queue_tx_dropped", q.tx_dropped);
+  add("queue_tx_pending", q.tx_pending);
+  add("capture_dropped", q.capture_dropped);
+}
+
+}  // namespace uroce::daemon

@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Sessions: one per connected app; what it owns, and its teardown in dependency order.
+#include "daemon/objects.h"
+
+#include <cerrno>
+
+namespace uroce::daemon {
+
+void Daemon::on_connect(ctl::Server &, const ctl::ClientInfo &ci) {
+  auto s = std::make_unique<Session>();
+  s->id = ci.id;
+  s->pid = ci.cred.pid;
+  s->name = ci.name;
+  sessions_[ci.id] = std::move(s);
+  ++mctr_.sessions_opened;
+  rebuild_lists();
+}
+
+void Daemon::on_disconnect(ctl::Server &, const ctl::ClientInfo &ci, ctl::CtlError) {
+  auto it = sessions_.find(ci.id);
+  if (it == sessions_.end()) return;
+  // Off the doorbell list first: run_on's wait hook runs main's loop during the teardown.
+  Session *s = it->second.get();
+  std::erase(live_sessions_, s);
+  destroy_session(*s);
+  sessions_.erase(it);
+  ++mctr_.sessions_closed;
+  rebuild_lists();
+}
+
+void Daemon::close_all() {
+  live_sessions_.clear();
+  for (auto &kv : sessions_) {
+    destroy_session(*kv.second);
+    ++mctr_.sessions_closed;
+  }
+  sessions_.clear();
+  rebuild_lists();
+}
+
+std::vector<uint64_t> Daemon::session_ids() const {
+  std::vector<uint64_t> v;
+  for (const auto &kv : sessions_)
+    v.push_back(kv.first);
+  return v;
+}
+
+void Daemon::rebuild_lists() {
+  live_sessions_.clear();
+  for (auto &kv : sessions_)
+    live_sessions_.push_back(kv.second.get());
+}
+
+int Daemon::do_open_context(Session &s, ctl::Message &, Reply &r) {
+  if (!s.has_db) {
+    const uint32_t slots = pow2_at_least(2 * (opt_.max_qp_per_session + kMaxSrqPerSession));
+    const int rc = make_ring("uroce-doorbell", abi::RingKind::kDoorbell, 0, sizeof(abi::Doorbell),
+                             slots, &s.db_mem);
+    if (rc) return rc;
+    if (s.db.attach(s.db_mem.mem.map.addr(), s.db_mem.geo.bytes, sizeof(abi::Doorbell), slots) !=
+        shm::RingError::kOk)
+      return -EINVAL;
+    auto ev = shm::EventFd::create();
+    if (!ev) return -ev.error();
+    s.async_ev = std::move(ev.value());
+    s.has_db = true;
+  }
+  ctl::OpenContextReply rep{};
+  rep.doorbell = s.db_mem.geo;
+  rep.max_qp_per_session = opt_.max_qp_per_session;
+  r.set(rep);
+  r.fd(s.db_mem.mem.memfd.fd());
+  r.fd(s.async_ev.fd());
+  return 0;
+}
+
+int Daemon::do_get_async_events(Session &s, ctl::Message &, Reply &r) {
+  ctl::AsyncEventsReply rep{};
+  rep.count = s.async_n;
+  rep.lost = s.async_lost;
+  for (uint32_t i = 0; i < s.async_n; ++i)
+    rep.events[i] = s.async_q[i];
+  s.async_n = 0;
+  s.async_lost = 0;
+  r.set(rep);
+  r.len = offsetof(ctl::AsyncEventsReply, events) + rep.count * sizeof(ctl::AsyncEventEntry);
+  if (s.async_ev.valid()) s.async_ev.drain();
+  return 0;
+}
+
+void Daemon::destroy_qp_obj(Session &s, Qp &q) {
+  const uint32_t idx = q.qpn - w_[q.worker]->qpn_base;
+  qp_main_[q.worker][idx] = nullptr;  // main forwards no more doorbells for it
+  run_on(q.worker, [&] {
+    Worker &W = *w_[q.worker];
+    unlink(q, W.act_head);
+    W.qp_by_index[idx] = nullptr;
+    W.eng->destroy_qp(q.qpn);
+  });
+  --load_[q.worker];
+  --q.scq->qp_refs;
+  --q.rcq->qp_refs;
+  if (q.srq && s.srqs.count(q.srq)) --s.srqs[q.srq]->qp_refs;
+  if (--s.pd_qps[q.pd] == 0) s.pd_qps.erase(q.pd);
+  s.qps.erase(q.qpn);
+}
+
+// A CQ that no QP uses any more (qp_refs 0) stops being bound to its worker once that worker's
+// engine holds none of its completions (they would be stranded there: the engines' CQs are
+// replicated, their contents are not). The worker drops it from its table on its own thread;
+// the CQ ring's producer side (index, arm, error flag) passes to the next worker bound to it
+// with the happens-before of run_on (this reply, then the next command to that worker). A CQ
+// whose completions are still waiting for room in the app's ring stays bound (tried again at
+// the next create_qp naming it). An SRQ is never released: its posted receives live in its
+// worker's engine.
+void Daemon::release_idle_cq(Cq &c) {
+  if (c.qp_refs != 0 || c.worker == kUnbound) return;
+  const unsigned w = static_cast<unsigned>(c.worker);
+  bool idle = false;
+  run_on(w, [&] {
+    Worker &W = *w_[w];
+    move_cq(W, c);  // what still fits in the app's ring goes there first
+    if (W.eng->cq_pending(c.handle) != 0) return;
+    W.cq_by_handle[c.handle] = nullptr;
+    idle = true;
+  });
+  if (idle) c.worker = kUnbound;
+}
+
+void Daemon::destroy_srq_obj(Srq &q) {
+  srq_by_handle_[q.handle] = nullptr;
+  if (q.worker != kUnbound)
+    run_on(static_cast<unsigned>(q.worker), [&] {
+      Worker &W = *w_[q.worker];
+      unlink(q, W.srq_act_head);
+      W.srq_by_handle[q.handle] = nullptr;
+    });
+  on_all([&](transport::EngineCore &e) { e.destroy_srq(q.handle); });
+}
+
+// Everything the app owned, in dependency order. QPs go to ERR first: their queues are flushed
+// and the engine stops answering for them, so peers see the ordinary RC errors (retry exceeded).
+void Daemon::destroy_session(Session &s) {
+  for (auto &kv : s.qps) {
+    Qp &q = *kv.second;
+    run_on(q.worker, [&] {
+      transport::QpAttr a;
+      a.qp_state = QpState::kErr;
+      w_[q.worker]->eng->modify_qp(q.qpn, a, transport::kQpState);
+    });
+  }
+  while (!s.qps.empty())
+    destroy_qp_obj(s, *s.qps.begin()->second);
+  for (auto &kv : s.srqs)
+    destroy_srq_obj(*kv.second);
+  s.srqs.clear();
+  for (auto &kv : s.cqs) {
+    Cq &c = *kv.second;
+    cq_by_handle_[c.handle] = nullptr;
+    if (c.worker != kUnbound)
+      run_on(static_cast<unsigned>(c.worker),
+             [&] { w_[c.worker]->cq_by_handle[c.handle] = nullptr; });
+    on_all([&](transport::EngineCore &e) { e.destroy_cq(c.handle); });
+  }
+  s.cqs.clear();
+  for (uint32_t ah : s.ahs)
+    on_all([&](transport::EngineCore &e) { e.destroy_ah(ah); });
+  s.ahs.clear();
+  for (auto &kv : s.mrs)
+    on_all([&](transport::EngineCore &e) { e.dereg_mr(kv.first); });
+  s.mrs.clear();  // unmaps
+  for (uint32_t pd : s.pds)
+    on_all([&](transport::EngineCore &e) { e.dealloc_pd(pd); });
+  s.pds.clear();
+}
+
+}  // namespace uroce::daemon

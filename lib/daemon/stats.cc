@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Counters: the bridge's (per worker, summed) and the kStats snapshot served page by page.
+#include "daemon/objects.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <string>
+
+namespace uroce::daemon {
+
+namespace {
+
+void add_stat(std::vector<ctl::StatEntry> &v, const std::string &name, uint64_t value) {
+  ctl::StatEntry e{};
+  std::snprintf(e.name, sizeof e.name, "%s", name.c_str());
+  e.value = value;
+  v.push_back(e);
+}
+
+constexpr const char *kDropNames[] = {"parse",     "no_qp",    "qp_state",     "opcode",
+                                      "address",   "pkey",     "qkey",         "sequence",
+                                      "duplicate", "resource", "bad_response", "length"};
+static_assert(sizeof(kDropNames) / sizeof(kDropNames[0]) ==
+              static_cast<size_t>(transport::DropReason::kCount));
+
+}  // namespace
+
+void Daemon::snapshot_stats() {
+  std::vector<ctl::StatEntry> v;
+  size_t pds = 0, mrs = 0, cqs = 0, qps = 0, srqs = 0, ahs = 0;
+  for (auto &kv : sessions_) {
+    const Session &s = *kv.second;
+    pds += s.pds.size();
+    mrs += s.mrs.size();
+    cqs += s.cqs.size();
+    qps += s.qps.size();
+    srqs += s.srqs.size();
+    ahs += s.ahs.size();
+  }
+  add_stat(v, "daemon.sessions", sessions_.size());
+  add_stat(v, "daemon.pds", pds);
+  add_stat(v, "daemon.mrs", mrs);
+  add_stat(v, "daemon.cqs", cqs);
+  add_stat(v, "daemon.qps", qps);
+  add_stat(v, "daemon.srqs", srqs);
+  add_stat(v, "daemon.ahs", ahs);
+  const BridgeCounters ctr = counters();
+  add_stat(v, "daemon.workers", w_.size());
+  add_stat(v, "daemon.sessions_opened", ctr.sessions_opened);
+  add_stat(v, "daemon.sessions_closed", ctr.sessions_closed);
+  add_stat(v, "bridge.doorbells", ctr.doorbells);
+  add_stat(v, "bridge.bad_doorbells", ctr.bad_doorbells);
+  add_stat(v, "bridge.send_wqes", ctr.send_wqes);
+  add_stat(v, "bridge.recv_wqes", ctr.recv_wqes);
+  add_stat(v, "bridge.bad_wqes", ctr.bad_wqes);
+  add_stat(v, "bridge.flushed_wqes", ctr.flushed_wqes);
+  add_stat(v, "bridge.corrupt_rings", ctr.corrupt_rings);
+  add_stat(v, "bridge.cqes", ctr.cqes);
+  add_stat(v, "bridge.cqe_lost", ctr.cqe_lost);
+  add_stat(v, "bridge.cq_events", ctr.cq_events);
+  add_stat(v, "bridge.cq_passes", ctr.cq_passes);
+  add_stat(v, "bridge.async_events", ctr.async_events);
+  add_stat(v, "bridge.async_unrouted", ctr.async_unrouted);
+  add_stat(v, "bridge.async_lost", ctr.async_lost);
+  add_stat(v, "bridge.doorbells_forwarded", ctr.doorbells_forwarded);
+  // Every engine's counters, each copied on its own worker.
+  transport::EngineCounters e;
+  uint64_t active = 0;
+  for (unsigned w = 0; w < w_.size(); ++w) {
+    transport::EngineCounters x;
+    uint32_t act = 0;
+    run_on(w, [&] {
+      x = w_[w]->eng->counters();
+      act = w_[w]->eng->active_qps();
+    });
+    e.rx_pkts += x.rx_pkts;
+    e.tx_pkts += x.tx_pkts;
+    e.tx_backpressure += x.tx_backpressure;
+    e.acks_coalesced += x.acks_coalesced;
+    e.cq_overflows += x.cq_overflows;
+    for (size_t i = 0; i < static_cast<size_t>(transport::DropReason::kCount); ++i)
+      e.drops[i] += x.drops[i];
+    for (size_t i = 0; i < static_cast<size_t>(wire::ParseError::kCount); ++i)
+      e.parse_errors[i] += x.parse_errors[i];
+    active += act;
+    if (w_.size() > 1) {
+      const std::string pre = "worker." + std::to_string(w) + ".";
+      add_stat(v, pre + "qps", load_[w]);
+      add_stat(v, pre + "rx_pkts", x.rx_pkts);
+      add_stat(v, pre + "tx_pkts", x.tx_pkts);
+    }
+  }
+  add_stat(v, "engine.rx_pkts", e.rx_pkts);
+  add_stat(v, "engine.tx_pkts", e.tx_pkts);
+  add_stat(v, "engine.tx_backpressure", e.tx_backpressure);
+  add_stat(v, "engine.acks_coalesced", e.acks_coalesced);
+  add_stat(v, "engine.cq_overflows", e.cq_overflows);
+  add_stat(v, "engine.active_qps", active);
+  for (size_t i = 0; i < static_cast<size_t>(transport::DropReason::kCount); ++i)
+    add_stat(v, std::string("engine.drop.") + kDropNames[i], e.drops[i]);
+  for (size_t i = 0; i < static_cast<size_t>(wire::ParseError::kCount); ++i)
+    if (e.parse_errors[i])
+      add_stat(v,
+               std::string("engine.parse_error.") +
+                   wire::parse_error_str(static_cast<wire::ParseError>(i)),
+               e.parse_errors[i]);
+  if (stats_hook_) stats_hook_(v);
+  for (auto &kv : sessions_) {
+    const Session &s = *kv.second;
+    const std::string pre = "session." + std::to_string(s.id) + ".";
+    add_stat(v, pre + "pid", static_cast<uint64_t>(s.pid));
+    add_stat(v, pre + "qps", s.qps.size());
+    add_stat(v, pre + "mrs", s.mrs.size());
+    add_stat(v, pre + "cqs", s.cqs.size());
+    for (auto &qkv : s.qps) {
+      const uint32_t qpn = qkv.first;
+      const unsigned ow = qkv.second->worker;
+      transport::QpCounters cc;
+      const transport::QpCounters *c = nullptr;
+      transport::QpAttr a;
+      transport::QpInitAttr init;
+      run_on(ow, [&] {
+        const transport::QpCounters *x = w_[ow]->eng->qp_counters(qpn);
+        if (x == nullptr) return;
+        cc = *x;
+        c = &cc;
+        w_[ow]->eng->query_qp(qpn, &a, &init);
+      });
+      if (c == nullptr) continue;
+      const std::string q = "qp." + std::to_string(qpn) + ".";
+      add_stat(v, q + "session", s.id);
+      add_stat(v, q + "worker", ow);
+      add_stat(v, q + "type", static_cast<uint64_t>(init.qp_type));
+      add_stat(v, q + "state", static_cast<uint64_t>(a.qp_state));
+      add_stat(v, q + "tx_pkts", c->tx_pkts);
+      add_stat(v, q + "rx_pkts", c->rx_pkts);
+      add_stat(v, q + "retransmits", c->retransmits);
+      add_stat(v, q + "timeouts", c->timeouts);
+      add_stat(v, q + "seq_naks_sent", c->seq_naks_sent);
+      add_stat(v, q + "seq_naks_rcvd", c->seq_naks_rcvd);
+      add_stat(v, q + "rnr_naks_sent", c->rnr_naks_sent);
+      add_stat(v, q + "rnr_naks_rcvd", c->rnr_naks_rcvd);
+      add_stat(v, q + "dup_requests", c->dup_requests);
+      add_stat(v, q + "ce_seen", c->ce_seen);
+      add_stat(v, q + "cnp_sent", c->cnp_sent);
+      add_stat(v, q + "cnp_rcvd", c->cnp_rcvd);
+      add_stat(v, q + "window_cuts", c->window_cuts);
+      add_stat(v, q + "window_restores", c->window_restores);
+    }
+  }
+  stats_ = std::move(v);
+  ++stats_gen_;
+}
+
+int Daemon::do_stats(Session &, ctl::Message &m, Reply &r) {
+  ctl::StatsRequest q{};
+  if (!m.payload_as(&q)) return -EINVAL;
+  if (q.first == 0) snapshot_stats();
+  if (q.first > stats_.size()) return -EINVAL;
+  auto rep = std::make_unique<ctl::StatsReply>();
+  std::memset(rep.get(), 0, sizeof(*rep));
+  rep->total = static_cast<uint32_t>(stats_.size());
+  rep->first = q.first;
+  rep->generation = stats_gen_;
+  const size_t n = std::min<size_t>(ctl::kStatsPerReply, stats_.size() - q.first);
+  rep->count = static_cast<uint32_t>(n);
+  for (size_t i = 0; i < n; ++i)
+    rep->entries[i] = stats_[q.first + i];
+  // Only the used part of the entry array travels.
+  r.len = offsetof(ctl::StatsReply, entries) + n * sizeof(ctl::StatEntry);
+  std::memcpy(r.buf, rep.get(), r.len);
+  return 0;
+}
+
+BridgeCounters Daemon::counters(bool stopped) {
+  BridgeCounters t = mctr_;
+  for (unsigned w = 0; w < w_.size(); ++w) {
+    BridgeCounters c;
+    if (stopped || w == 0)
+      c = w_[w]->ctr;
+    else
+      run_on(w, [&] { c = w_[w]->ctr; });
+    t.doorbells += c.doorbells;
+    t.bad_doorbells += c.bad_doorbells;
+    t.send_wqes += c.send_wqes;
+    t.recv_wqes += c.recv_wqes;
+    t.bad_wqes += c.bad_wqes;
+    t.flushed_wqes += c.flushed_wqes;
+    t.corrupt_rings += c.corrupt_rings;
+    t.cqes += c.cqes;
+    t.cqe_lost += c.cqe_lost;
+    t.cq_events += c.cq_events;
+    t.cq_passes += c.cq_passes;
+    t.async_events += c.async_events;
+    t.async_unrouted += c.async_unrouted;
+    t.async_lost += c.async_lost;
+  }
+  return t;
+}
+
+}  // namespace uroce::daemon

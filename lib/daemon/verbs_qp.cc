@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Verbs handlers: queue pairs (create, modify, query, destroy).
+#include "daemon/objects.h"
+
+#include <cerrno>
+#include <cstdio>
+
+namespace uroce::daemon {
+
+int Daemon::do_create_qp(Session &s, ctl::Message &m, Reply &r) {
+  ctl::CreateQpPayload p{};
+  if (!m.payload_as(&p) || !s.has_db) return -EINVAL;
+  if (!s.pds.count(p.pd) || !s.cqs.count(p.send_cq) || !s.cqs.count(p.recv_cq)) return -EINVAL;
+  if (p.srq && !s.srqs.count(p.srq)) return -EINVAL;
+  if (p.qp_type < 2 || p.qp_type > 4 || p.sq_sig_all > 1) return -EINVAL;
+  if (p.max_send_wr > transport::kMaxWr || p.max_recv_wr > transport::kMaxWr ||
+      p.max_send_sge > transport::kMaxSge || p.max_recv_sge > transport::kMaxSge)
+    return -EINVAL;
+  if (s.qps.size() >= opt_.max_qp_per_session) return -ENOMEM;
+  const uint32_t ssge = p.max_send_sge ? p.max_send_sge : 1;
+  const uint32_t rsge = p.max_recv_sge ? p.max_recv_sge : 1;
+  const uint32_t sslot = abi::send_slot_size(ssge, p.max_inline_data);
+  const uint32_t rslot = abi::recv_slot_size(rsge);
+  if (sslot == 0 || rslot == 0 || p.max_inline_data > transport::kMaxInline) return -EINVAL;
+
+  transport::QpInitAttr init;
+  init.qp_type = static_cast<transport::QpType>(p.qp_type);
+  init.pd = p.pd;
+  init.send_cq = p.send_cq;
+  init.recv_cq = p.recv_cq;
+  init.srq = p.srq;
+  init.has_srq = p.srq != 0;
+  // A work queue holds as many WRs as its ring has slots (a power of two at least what was
+  // asked; reported back as the QP's cap, as rxe and ConnectX round up): a slot is freed when
+  // its WR completes (release_slots), so ibv_post_* refuses with ENOMEM at exactly that cap.
+  init.cap.max_send_wr = pow2_at_least(p.max_send_wr);
+  init.cap.max_recv_wr = p.srq ? 0 : pow2_at_least(p.max_recv_wr);
+  init.cap.max_send_sge = ssge;
+  init.cap.max_recv_sge = rsge;
+  init.cap.max_inline_data = p.max_inline_data;
+  init.sq_sig_all = p.sq_sig_all != 0;
+
+  auto q = std::make_unique<Qp>();
+  const uint32_t sslots = init.cap.max_send_wr;
+  int rc = make_ring("uroce-sq", abi::RingKind::kSendQueue, 0, sslot, sslots, &q->sq_mem);
+  if (rc) return rc;
+  if (q->sq.attach(q->sq_mem.mem.map.addr(), q->sq_mem.geo.bytes, sslot, sslots) !=
+      shm::RingError::kOk)
+    return -EINVAL;
+  q->sq.defer_release();
+  if (!p.srq) {
+    const uint32_t rslots = init.cap.max_recv_wr;
+    rc = make_ring("uroce-rq", abi::RingKind::kRecvQueue, 0, rslot, rslots, &q->rq_mem);
+    if (rc) return rc;
+    if (q->rq.attach(q->rq_mem.mem.map.addr(), q->rq_mem.geo.bytes, rslot, rslots) !=
+        shm::RingError::kOk)
+      return -EINVAL;
+    q->rq.defer_release();
+    q->has_rq = true;
+  }
+  // Placement: the worker its CQs / SRQ are bound to, else the least loaded one. A CQ whose
+  // QPs are all gone does not bind any more (release_idle_cq).
+  Cq *scq = s.cqs[p.send_cq].get(), *rcq = s.cqs[p.recv_cq].get();
+  release_idle_cq(*scq);
+  if (rcq != scq) release_idle_cq(*rcq);
+  Srq *srq = p.srq ? s.srqs[p.srq].get() : nullptr;
+  const int bound[3] = {scq->worker, rcq->worker, srq ? srq->worker : kUnbound};
+  const int w = place_qp(bound, 3, load_.data(), load_.size());
+  if (w == kUnbound) return -EINVAL;  // its CQs / SRQ already live on different workers
+  q->worker = static_cast<unsigned>(w);
+  q->owner = &s;
+  q->type = init.qp_type;
+  q->scq = scq;
+  q->rcq = rcq;
+  q->srq = p.srq;
+  q->pd = p.pd;
+  uint32_t qpn = 0;
+  run_on(q->worker, [&] {
+    Worker &W = *w_[q->worker];
+    qpn = W.eng->create_qp(init);
+    if (qpn == 0) return;
+    q->qpn = qpn;
+    W.qp_by_index[qpn - W.qpn_base] = q.get();
+    W.cq_by_handle[scq->handle] = scq;
+    W.cq_by_handle[rcq->handle] = rcq;
+    if (srq && srq->worker == kUnbound) {
+      W.srq_by_handle[srq->handle] = srq;
+      activate_srq(W, *srq);  // WQEs posted before it was bound
+    }
+  });
+  if (qpn == 0) return -ENOMEM;
+  scq->worker = rcq->worker = w;
+  ++scq->qp_refs;
+  ++rcq->qp_refs;
+  if (srq) {
+    srq->worker = w;
+    ++srq->qp_refs;
+  }
+  ++s.pd_qps[p.pd];
+  ++load_[q->worker];
+  ctl::CreateQpReply rep{};
+  rep.qpn = qpn;
+  rep.max_send_wr = init.cap.max_send_wr;
+  rep.max_recv_wr = init.cap.max_recv_wr;
+  rep.max_send_sge = ssge;
+  rep.max_recv_sge = rsge;
+  rep.max_inline_data = p.max_inline_data;
+  rep.sq = q->sq_mem.geo;
+  rep.rq = q->rq_mem.geo;
+  r.set(rep);
+  r.fd(q->sq_mem.mem.memfd.fd());
+  if (q->has_rq) r.fd(q->rq_mem.mem.memfd.fd());
+  qp_main_[w][qpn - w_[w]->qpn_base] = q.get();
+  s.qps[qpn] = std::move(q);
+  return 0;
+}
+
+int Daemon::do_modify_qp(Session &s, ctl::Message &m, Reply &) {
+  ctl::ModifyQpPayload p{};
+  if (!m.payload_as(&p)) return -EINVAL;
+  auto it = s.qps.find(p.qpn);
+  if (it == s.qps.end()) return -EINVAL;
+  Qp &q = *it->second;
+  const ctl::QpAttrPayload &x = p.attr;
+  transport::QpAttr a;
+  a.qp_state = static_cast<QpState>(x.qp_state);
+  a.cur_qp_state = static_cast<QpState>(x.cur_qp_state);
+  a.path_mtu = static_cast<transport::Mtu>(x.path_mtu);
+  if ((p.attr_mask & transport::kQpPathMtu) && transport::mtu_valid(a.path_mtu) &&
+      static_cast<uint32_t>(a.path_mtu) > static_cast<uint32_t>(port_.ib_mtu()))
+    a.path_mtu = port_.ib_mtu();  // as rxe: the path MTU never exceeds the port's
+  a.qkey = x.qkey;
+  a.rq_psn = x.rq_psn;
+  a.sq_psn = x.sq_psn;
+  a.dest_qp_num = x.dest_qp_num;
+  a.qp_access_flags = x.qp_access_flags;
+  a.pkey_index = x.pkey_index;
+  a.en_sqd_async_notify = x.en_sqd_async_notify != 0;
+  a.max_rd_atomic = x.max_rd_atomic;
+  a.max_dest_rd_atomic = x.max_dest_rd_atomic;
+  a.min_rnr_timer = x.min_rnr_timer;
+  a.port_num = x.port_num;
+  a.timeout = x.timeout;
+  a.retry_cnt = x.retry_cnt;
+  a.rnr_retry = x.rnr_retry;
+  a.path_mig_state = x.path_mig_state;
+  if (p.attr_mask & transport::kQpAv) {
+    const int rc = path_from_ah(x.ah_attr, &a.ah);
+    if (rc) return rc;
+  }
+  int rc = 0;
+  run_on(q.worker, [&] {
+    Worker &W = *w_[q.worker];
+    rc = W.eng->modify_qp(q.qpn, a, p.attr_mask);
+    if (rc) return;
+    if (p.attr_mask & transport::kQpState) q.err = a.qp_state == QpState::kErr;
+    release_slots(W, q);  // a reset emptied the engine's queues
+    // WQEs posted before RTS (or while the QP was being reset) are looked at again.
+    if (q.sq.available(1) != 0 || (q.has_rq && q.rq.available(1) != 0)) {
+      q.sq_rung = true;
+      q.rq_rung = q.has_rq;
+      activate(W, q);
+    }
+  });
+  return -rc;
+}
+
+int Daemon::do_query_qp(Session &s, ctl::Message &m, Reply &r) {
+  ctl::HandlePayload h{};
+  if (!m.payload_as(&h) || !s.qps.count(h.handle)) return -EINVAL;
+  transport::QpAttr a;
+  transport::QpInitAttr init;
+  const unsigned ow = s.qps[h.handle]->worker;
+  int rc = 0;
+  run_on(ow, [&] { rc = w_[ow]->eng->query_qp(h.handle, &a, &init); });
+  if (rc) return -rc;
+  ctl::QueryQpReply rep{};
+  ctl::QpAttrPayload &x = rep.attr;
+  x.qp_state = static_cast<uint32_t>(a.qp_state);
+  x.cur_qp_state = static_cast<uint32_t>(a.cur_qp_state);
+  x.path_mtu = static_cast<uint32_t>(a.path_mtu);
+  x.qkey = a.qkey;
+  x.rq_psn = a.rq_psn;
+  x.sq_psn = a.sq_psn;
+  x.dest_qp_num = a.dest_qp_num;
+  x.qp_access_flags = a.qp_access_flags;
+  x.max_send_wr = a.cap.max_send_wr;
+  x.max_recv_wr = a.cap.max_recv_wr;
+  x.max_send_sge = a.cap.max_send_sge;
+  x.max_recv_sge = a.cap.max_recv_sge;
+  x.max_inline_data = a.cap.max_inline_data;
+  x.pkey_index = a.pkey_index;
+  x.en_sqd_async_notify = a.en_sqd_async_notify;
+  x.sq_draining = a.sq_draining;
+  x.max_rd_atomic = a.max_rd_atomic;
+  x.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  x.min_rnr_timer = a.min_rnr_timer;
+  x.port_num = 1;
+  x.timeout = a.timeout;
+  x.retry_cnt = a.retry_cnt;
+  x.rnr_retry = a.rnr_retry;
+  x.path_mig_state = a.path_mig_state;
+  std::memcpy(x.ah_attr.dgid, a.ah.dgid.raw, 16);
+  x.ah_attr.flow_label = a.ah.flow_label;
+  x.ah_attr.hop_limit = a.ah.hop_limit;
+  x.ah_attr.traffic_class = static_cast<uint8_t>(a.ah.dscp << 2);
+  x.ah_attr.is_global = 1;
+  x.ah_attr.port_num = 1;
+  for (size_t i = 0; i < port_.gid_count() && i < 256; ++i)
+    if (port_.gid(i) == a.ah.sgid) {
+      x.ah_attr.sgid_index = static_cast<uint8_t>(i);
+      break;
+    }
+  ctl::CreateQpPayload &n = rep.init;
+  n.pd = init.pd;
+  n.qp_type = static_cast<uint32_t>(init.qp_type);
+  n.send_cq = init.send_cq;
+  n.recv_cq = init.recv_cq;
+  n.srq = init.srq;
+  n.max_send_wr = init.cap.max_send_wr;
+  n.max_recv_wr = init.cap.max_recv_wr;
+  n.max_send_sge = init.cap.max_send_sge;
+  n.max_recv_sge = init.cap.max_recv_sge;
+  n.max_inline_data = init.cap.max_inline_data;
+  n.sq_sig_all = init.sq_sig_all;
+  r.set(rep);
+  return 0;
+}
+
+int Daemon::do_destroy_qp(Session &s, ctl::Message &m, Reply &) {
+  ctl::HandlePayload h{};
+  if (!m.payload_as(&h)) return -EINVAL;
+  auto it = s.qps.find(h.handle);
+  if (it == s.qps.end()) return -EINVAL;
+  destroy_qp_obj(s, *it->second);
+  return 0;
+}
+
+}  // namespace uroce::daemon

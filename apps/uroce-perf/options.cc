@@ -368,4 +368,15 @@ int parse_options(int argc, char **argv, Options *o, std::string *err) {
   return 0;
 }
 
+std::vector<uint64_t> sizes_of(const Options &o) {
+  std::vector<uint64_t> v;
+  if (o.all) {
+    for (uint64_t s = 2; s <= kMaxSize; s *= 2)
+      v.push_back(s);
+  } else {
+    v.push_back(o.size);
+  }
+  return v;
+}
+
 }  // namespace uroce::perf

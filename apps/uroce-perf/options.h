@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace uroce::perf {
 
@@ -49,5 +50,6 @@ struct Options {
 // what; the caller prints it and exits 2).
 int parse_options(int argc, char **argv, Options *o, std::string *err);
 void print_usage();
+std::vector<uint64_t> sizes_of(const Options &o);  // the message sizes of the run (-a, -s)
 
 }  // namespace uroce::perf

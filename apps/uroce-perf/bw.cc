@@ -26,10 +26,9 @@ bool cqe_ok(Side &s, const Cqe &c, const char *where) {
 // Fills the WR for message k of QP q.
 void make_wr(Side &s, uint32_t q, uint64_t k, uint64_t size, Sge *sge, SendWr *wr) {
   const Options &o = s.o_;
-  const uint64_t lslot = k % s.nslots;
-  const uint64_t rslots = s.remote[q].region / s.slot;
-  const uint64_t rslot = k % rslots;
-  sge->addr = s.region_va(q) + lslot * s.slot;
+  const uint64_t lslot = s.src_base + k % s.src_n;
+  const uint64_t rslot = s.remote_slot(q, k);
+  sge->addr = s.region_va(q) + lslot * s.slot + s.moff;
   sge->length = static_cast<uint32_t>(size);
   sge->lkey = s.mr.lkey;
   wr->sg_list = sge;
@@ -50,6 +49,11 @@ void make_wr(Side &s, uint32_t q, uint64_t k, uint64_t size, Sge *sge, SendWr *w
     case Verb::kSend:
       wr->opcode = kWrSend;
       if (size <= static_cast<uint64_t>(o.inline_size)) wr->send_flags |= kInline;
+      if (o.conn == Conn::kUd) {
+        wr->ah = s.ahs[q];
+        wr->remote_qpn = s.remote[q].qpn;
+        wr->remote_qkey = kQkey;
+      }
       break;
     case Verb::kAtomic:
       wr->opcode = o.cmp_swap ? kWrCmpSwp : kWrFetchAdd;
@@ -75,6 +79,10 @@ bool run_bw(Side &s, uint64_t size, BwResult *r) {
   const uint64_t t0 = now_ns();
   const uint64_t t_stop = o.duration != 0 ? t0 + uint64_t{o.duration} * 1'000'000'000u : 0;
   uint64_t last_progress = t0, total_done = 0, t_last = t0, events = 0;
+  // --progress: one line a second with the rate of that second (this side's completions).
+  const bool progress = o.progress && !s.quiet_;
+  uint64_t next_report = t0 + 1'000'000'000u, report_done = 0, report_t = t0;
+  uint32_t report_n = 0;
   bool stop = false;
   auto post = [&](uint32_t q, bool signal) -> int {
     Sge sge;
@@ -146,6 +154,17 @@ bool run_bw(Side &s, uint64_t size, BwResult *r) {
         if (posted[q] < target) all_posted = false;
       }
     }
+    if (progress && now >= next_report) {
+      const double dt = static_cast<double>(now - report_t) / 1e9;
+      const double msgs = static_cast<double>(total_done - report_done);
+      const double unit = o.report_gbits ? 1e9 / 8 : 1048576.0;
+      std::printf(" progress: %u s  %.2f %s  %.6f Mpps  %" PRIu64 " messages\n", ++report_n,
+                  msgs * static_cast<double>(size) / dt / unit,
+                  o.report_gbits ? "Gb/sec" : "MB/sec", msgs / dt / 1e6, total_done);
+      report_done = total_done;
+      report_t = now;
+      next_report += 1'000'000'000u;
+    }
     int n = s.ctx->poll_cq(*s.cq, wc, 32);
     if (n == 0 && o.use_event && !(t_stop != 0 && !stop && now >= t_stop)) {
       // -e: arm, poll once more (a completion committed before the daemon saw the arm), sleep.
@@ -164,7 +183,11 @@ bool run_bw(Side &s, uint64_t size, BwResult *r) {
     if (n > 0) {
       const uint64_t t = now_ns();
       for (int i = 0; i < n; ++i) {
-        if (!cqe_ok(s, wc[i], "client")) return false;
+        if (!cqe_ok(s, wc[i], s.server_ ? "server" : "client")) return false;
+        if (wc[i].opcode >= kWcRecv) {  // -b send_bw: the peer's messages
+          if (!s.on_recv(wc[i])) return false;
+          continue;
+        }
         const uint32_t q = static_cast<uint32_t>(wc[i].wr_id >> 32);
         if (q >= nq) return s.fail("a completion with an unknown wr_id");
         done[q] += wc[i].wr_id & 0xffffffffu;

@@ -28,7 +28,8 @@ bool wait_byte(Side &s, const uint8_t *p, uint8_t v) {
   return true;
 }
 
-// Polls until `want` completions of the given kind (send side or receive side) arrived.
+// Polls until `want` completions of the given kind (send side or receive side) arrived. With -e
+// an empty CQ is armed, polled once more (a completion committed before the arm) and slept on.
 bool wait_cqes(Side &s, int want_send, int want_recv, Cqe *last_recv) {
   const uint64_t end = now_ns() + uint64_t{kWaitMs} * 1'000'000u;
   // One at a time: a completion that belongs to the next step (the peer may answer before our
@@ -36,7 +37,19 @@ bool wait_cqes(Side &s, int want_send, int want_recv, Cqe *last_recv) {
   Cqe wc[1];
   uint32_t spins = 0;
   while (want_send > 0 || want_recv > 0) {
-    const int n = s.ctx->poll_cq(*s.cq, wc, 1);
+    int n = s.ctx->poll_cq(*s.cq, wc, 1);
+    if (n == 0 && s.o_.use_event) {
+      s.ctx->req_notify_cq(*s.cq, false);
+      n = s.ctx->poll_cq(*s.cq, wc, 1);
+      if (n == 0) {
+        const int w = s.ctx->wait_cq_event(*s.cq, 1000);
+        if (w < 0) return s.fail(std::string("waiting for a CQ event: ") + std::strerror(-w));
+        ++s.events;
+        if (w == 0 && now_ns() > end)
+          return s.fail("no completion for " + std::to_string(kWaitMs / 1000) + " s");
+        continue;
+      }
+    }
     for (int i = 0; i < n; ++i) {
       if (!cqe_ok(s, wc[i], s.server_ ? "server" : "client")) return false;
       if (wc[i].opcode >= kWcRecv) {
@@ -56,8 +69,8 @@ bool wait_cqes(Side &s, int want_send, int want_recv, Cqe *last_recv) {
 // Layout of QP 0's region: slot 0 receives the peer's WRITE, slot 1 is the source.
 bool lat_post(Side &s, uint64_t size, uint8_t seq) {
   const Options &o = s.o_;
-  uint8_t *src = s.region_ptr(0) + s.slot;
-  Sge sge{s.region_va(0) + s.slot, static_cast<uint32_t>(size), s.mr.lkey};
+  uint8_t *src = s.region_ptr(0) + s.slot + s.moff;
+  Sge sge{s.region_va(0) + s.slot + s.moff, static_cast<uint32_t>(size), s.mr.lkey};
   SendWr wr;
   wr.sg_list = &sge;
   wr.num_sge = 1;
@@ -74,6 +87,11 @@ bool lat_post(Side &s, uint64_t size, uint8_t seq) {
       break;
     case Verb::kSend:
       wr.opcode = kWrSend;
+      if (o.conn == Conn::kUd) {
+        wr.ah = s.ahs[0];
+        wr.remote_qpn = s.remote[0].qpn;
+        wr.remote_qkey = kQkey;
+      }
       break;
     case Verb::kRead:
       wr.opcode = kWrRead;
@@ -97,10 +115,10 @@ bool lat_post(Side &s, uint64_t size, uint8_t seq) {
 
 // Receive slot for send_lat: slot 0 (the source is slot 1); reposted after each message.
 bool lat_recv_check(Side &s, const Cqe &c, uint64_t size, uint8_t seq) {
-  if (c.byte_len != size)
-    return s.fail("a message of " + std::to_string(c.byte_len) + " bytes, expected " +
+  if (c.byte_len != size + s.moff)
+    return s.fail("a message of " + std::to_string(c.byte_len - s.moff) + " bytes, expected " +
                   std::to_string(size));
-  const uint8_t *d = s.region_ptr(0) + (c.wr_id & 0xffffffffu) * s.slot;
+  const uint8_t *d = s.region_ptr(0) + (c.wr_id & 0xffffffffu) * s.slot + s.moff;
   if (s.o_.check) {
     for (uint64_t i = 0; i + 1 < size; ++i)
       if (d[i] != pat(0, i, size))

@@ -2,6 +2,7 @@
 // The server: waits for a client, takes its parameters, serves each size, checks the data.
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -57,10 +58,11 @@ int serve(const Options &cli, bool quiet, ServerStart *start) {
   };
   std::string line, why;
   if (!oob.recv_line(&line, kWaitMs, &why)) return die("no hello from the client: " + why);
-  // UROCE-PERF-1 TEST QPS MAXSIZE TX_DEPTH RX_DEPTH CQ_MOD INLINE CHECK CMP_SWAP MTU
+  // kProto TEST QPS MAXSIZE TX_DEPTH RX_DEPTH CQ_MOD INLINE CHECK CMP_SWAP MTU CONN SRQ BIDIR
+  // DURATION POST_LIST
   const std::vector<std::string> w = words(line);
   if (!w.empty() && w[0] == "ABORT") return die("the client gave up before the run");
-  if (w.size() != 11 || w[0] != kProto) return die("not a uroce-perf client: '" + line + "'");
+  if (w.size() != 16 || w[0] != kProto) return die("not a uroce-perf client: '" + line + "'");
   if (w[1] != cli.test) return die("the client runs " + w[1] + ", this server " + cli.test);
   Options o = cli;
   o.qps = static_cast<uint32_t>(std::stoul(w[2]));
@@ -72,9 +74,16 @@ int serve(const Options &cli, bool quiet, ServerStart *start) {
   o.check = w[8] == "1";
   o.cmp_swap = w[9] == "1";
   const uint32_t peer_mtu = static_cast<uint32_t>(std::stoul(w[10]));
+  o.conn = w[11] == "UC" ? Conn::kUc : w[11] == "UD" ? Conn::kUd : Conn::kRc;
+  o.use_srq = w[12] == "1";
+  o.bidir = w[13] == "1";
+  o.duration = static_cast<uint32_t>(std::stoul(w[14]));
+  o.post_list = static_cast<uint32_t>(std::stoul(w[15]));
   if (o.qps < 1 || o.qps > kMaxQps || max_size < 1 || max_size > kMaxSize || o.tx_depth < 1 ||
       o.tx_depth > kMaxDepth || o.rx_depth < 1 || o.rx_depth > kMaxDepth || o.inline_size < 0 ||
-      o.inline_size > static_cast<int>(kMaxInline) || peer_mtu < 1 || peer_mtu > 5)
+      o.inline_size > static_cast<int>(kMaxInline) || peer_mtu < 1 || peer_mtu > 5 ||
+      o.duration > 3600 || o.post_list < 1 || o.post_list > o.tx_depth || o.cq_mod < 1 ||
+      o.cq_mod > o.tx_depth || o.cq_mod % o.post_list != 0)
     return die("parameters out of range: '" + line + "'");
   Side s(o, true, quiet);
   const bool send = o.verb == Verb::kSend;
@@ -91,38 +100,15 @@ int serve(const Options &cli, bool quiet, ServerStart *start) {
   if (!s.connect(peer_mtu) || !s.post_all_recvs()) return die(s.error);
   s.print_header();
   oob.send_line("READY");
-  uint64_t received = 0;  // send_bw: messages received since SIZE
+  const bool reliable = o.conn == Conn::kRc;
   uint64_t size = 0;
   uint32_t iters = 0;
   Cqe wc[32];
   // Drains the receive completions of send_bw (checks and reposts).
   auto drain = [&]() -> int {
     const int n = s.ctx->poll_cq(*s.cq, wc, 32);
-    for (int i = 0; i < n; ++i) {
-      if (!cqe_ok(s, wc[i], "server")) return -1;
-      const uint32_t q = static_cast<uint32_t>(wc[i].wr_id >> 32);
-      const uint64_t k = wc[i].wr_id & 0xffffffffu;
-      if (wc[i].opcode < kWcRecv || q >= o.qps || k >= s.rx_depth) {
-        s.fail("an unexpected completion at the server");
-        return -1;
-      }
-      if (wc[i].byte_len != size) {
-        s.fail("a message of " + std::to_string(wc[i].byte_len) + " bytes, expected " +
-               std::to_string(size));
-        return -1;
-      }
-      if (o.check) {
-        const uint8_t *p = s.region_ptr(q) + k * s.slot;
-        for (uint64_t b = 0; b < size; ++b)
-          if (p[b] != pat(q, b, size)) {
-            s.fail("--check: a received message differs at byte " + std::to_string(b));
-            return -1;
-          }
-        std::memset(s.region_ptr(q) + k * s.slot, 0, size);
-      }
-      ++received;
-      if (!s.post_recv(q, k)) return -1;
-    }
+    for (int i = 0; i < n; ++i)
+      if (!cqe_ok(s, wc[i], "server") || !s.on_recv(wc[i])) return -1;
     return n;
   };
   for (;;) {
@@ -150,9 +136,13 @@ int serve(const Options &cli, bool quiet, ServerStart *start) {
     size = std::stoull(c[1]);
     iters = static_cast<uint32_t>(std::stoul(c[2]));
     if (size < 1 || size > max_size) return die("size out of range");
-    received = 0;
+    if (o.duration == 0) o.iters = iters;
+    s.cur_size = size;
+    s.received = 0;
     // Prepare the buffer for this size.
-    if (o.verb == Verb::kRead) {
+    if (o.bidir) {
+      prepare_bidir(s, size);
+    } else if (o.verb == Verb::kRead) {
       fill_pattern(s, size);
     } else if (o.verb == Verb::kWrite && lat) {
       std::memset(s.buf.data(), 0, s.region * o.qps);
@@ -160,7 +150,7 @@ int serve(const Options &cli, bool quiet, ServerStart *start) {
       std::memset(s.region_ptr(0), 0, s.slot);
     } else if (o.verb == Verb::kSend && lat) {
       for (uint64_t b = 0; b < size; ++b)
-        s.region_ptr(0)[s.slot + b] = pat(0, b, size);
+        s.region_ptr(0)[s.slot + s.moff + b] = pat(0, b, size);
     } else {
       std::memset(s.buf.data(), 0, s.region * o.qps);
     }
@@ -168,6 +158,9 @@ int serve(const Options &cli, bool quiet, ServerStart *start) {
     if (lat && (o.verb == Verb::kWrite || o.verb == Verb::kSend)) {
       if (!serve_lat(s, size, iters)) return die(s.error);
     }
+    BwResult mine;  // -b: this side's own run
+    mine.per_qp.assign(o.qps, 0);
+    if (o.bidir && !run_bw(s, size, &mine)) return die(s.error);
     // Wait for DONE SIZE N0 N1 ...
     bool done = false;
     const uint64_t t_begin = now_ns();
@@ -192,21 +185,33 @@ int serve(const Options &cli, bool quiet, ServerStart *start) {
     for (uint32_t q = 0; q < o.qps; ++q)
       total += n[q] = std::stoull(d[2 + q]);
     if (send && !lat) {
-      // Every message the client completed was received (its ACK came after placement).
-      const uint64_t end = now_ns() + uint64_t{kWaitMs} * 1'000'000u;
-      while (received < total) {
-        const int r = drain();
-        if (r < 0) return die(s.error);
-        if (r == 0 && now_ns() > end)
-          return die("received " + std::to_string(received) + " of " + std::to_string(total) +
-                     " messages");
+      if (reliable) {
+        // Every message the client completed was received (its ACK came after placement).
+        const uint64_t end = now_ns() + uint64_t{kWaitMs} * 1'000'000u;
+        while (s.received < total) {
+          const int r = drain();
+          if (r < 0) return die(s.error);
+          if (r == 0 && now_ns() > end)
+            return die("received " + std::to_string(s.received) + " of " + std::to_string(total) +
+                       " messages");
+        }
+      } else if (!settle_recvs(s, total)) {
+        return die(s.error);
       }
     }
     bool ok = true;
-    if (o.check) {
+    if (o.check && o.bidir) {
+      ok = check_bidir(s, size, n, mine.per_qp);
+    } else if (o.check) {
       for (uint32_t q = 0; q < o.qps && ok; ++q) {
         if (o.verb == Verb::kWrite && !lat) {
-          ok = check_slots(s, q, std::min<uint64_t>(n[q], s.nslots), size, true);
+          // UC: the client's WRITEs complete once sent; give the last ones time to land.
+          const uint64_t end = now_ns() + (reliable ? 0 : 2'000'000'000u);
+          while (!(ok = check_slots(s, q, 0, std::min<uint64_t>(n[q], s.nslots), size, true)) &&
+                 now_ns() < end) {
+            s.error.clear();
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          }
         } else if (o.verb == Verb::kWrite) {
           // The last WRITE of the ping-pong: pattern and the last sequence byte.
           const uint8_t *p = s.region_ptr(0);
@@ -228,7 +233,16 @@ int serve(const Options &cli, bool quiet, ServerStart *start) {
       oob.send_line("FAIL " + s.error);
       s.error.clear();
     } else {
-      oob.send_line(send && !lat ? "OK " + std::to_string(received) : "OK");
+      // OK RECEIVED MSGS NS PEAK_BPS N0 .. (the last four: this side's -b run, else 0)
+      char head[128];
+      std::snprintf(head, sizeof head, "OK %" PRIu64 " %" PRIu64 " %" PRIu64 " %.0f", s.received,
+                    mine.msgs, mine.ns, mine.peak_bps);
+      std::string reply = head;
+      for (uint64_t k : mine.per_qp) {
+        reply += ' ';
+        reply += std::to_string(k);
+      }
+      oob.send_line(reply);
     }
   }
   if (!quiet) std::printf("%s\n", kLine);

@@ -111,10 +111,12 @@ bool Side::setup(uint32_t nqps, uint64_t max_size, uint32_t tx_depth, uint32_t w
   if (nqps > dev.max_qp) return fail("uroced allows " + std::to_string(dev.max_qp) + " QPs");
   if ((rc = ctx->alloc_pd(&pd)) != 0) return fail(std::string("alloc_pd: ") + std::strerror(rc));
 
-  slot = (std::max<uint64_t>(max_size, 8) + 63) & ~uint64_t{63};
+  moff = o_.conn == Conn::kUd ? kGrh : 0;
+  slot = (std::max<uint64_t>(max_size + moff, 8) + 63) & ~uint64_t{63};
   const uint64_t room = std::max<uint64_t>(1, kMaxRegion / (slot * nqps));
   rx_depth = want_rx;
   uint64_t want_slots = std::max<uint64_t>(2, std::min<uint64_t>(tx_depth, 16));
+  if (o_.bidir) want_slots *= 2;  // sources and the peer's targets apart
   if (want_rx != 0) {
     rx_depth = static_cast<uint32_t>(std::min<uint64_t>(want_rx, room));
     want_slots = std::max<uint64_t>(want_slots, rx_depth + 1);  // + one send slot
@@ -122,6 +124,17 @@ bool Side::setup(uint32_t nqps, uint64_t max_size, uint32_t tx_depth, uint32_t w
   nslots = std::min(want_slots, std::max<uint64_t>(room, 2));
   if (want_rx != 0 && rx_depth + 1 > nslots) rx_depth = static_cast<uint32_t>(nslots - 1);
   region = slot * nslots;
+  // Where this side's messages come from (or, for READ, land), bw.cc make_wr.
+  src_base = 0;
+  src_n = nslots;
+  if (o_.verb == Verb::kAtomic) {
+    src_base = 1;  // slot 0 is the peer's atomic target
+  } else if (o_.verb == Verb::kSend && rx_depth != 0) {
+    src_base = rx_depth;  // receives use [0, rx_depth)
+  } else if (o_.bidir) {
+    src_n = nslots / 2;  // the peer writes / reads [nslots / 2, nslots)
+  }
+  if (src_base != 0) src_n = nslots - src_base;
   if ((rc = Buffer::create(region * nqps, &buf)) != 0)
     return fail(std::string("buffer of ") + std::to_string(region * nqps) +
                 " bytes: " + std::strerror(rc));
@@ -135,11 +148,25 @@ bool Side::setup(uint32_t nqps, uint64_t max_size, uint32_t tx_depth, uint32_t w
                 std::to_string(dev.max_cqe) + ": lower -q, -t or -r");
   if ((rc = ctx->create_cq(static_cast<uint32_t>(cqe), &cq)) != 0)
     return fail(std::string("create_cq: ") + std::strerror(rc));
+  if (o_.use_srq && want_rx != 0) {
+    // One SRQ for every QP: rx_depth receives per QP's region, all posted to it.
+    ctl::CreateSrqPayload sa{};
+    sa.pd = pd;
+    sa.max_wr = nqps * std::max<uint32_t>(rx_depth, 1);
+    sa.max_sge = 1;
+    if (sa.max_wr > dev.max_srq_wr)
+      return fail("the SRQ would need " + std::to_string(sa.max_wr) + " WRs, uroced allows " +
+                  std::to_string(dev.max_srq_wr) + ": lower -r");
+    if ((rc = ctx->create_srq(sa, &srq)) != 0)
+      return fail(std::string("create_srq: ") + std::strerror(rc));
+  }
+  const uint32_t type = o_.conn == Conn::kRc ? kRc : o_.conn == Conn::kUc ? kUc : kUd;
   std::mt19937 rng(static_cast<uint32_t>(now_ns() ^ (server_ ? 0x9e3779b9u : 0)));
   for (uint32_t q = 0; q < nqps; ++q) {
     ctl::CreateQpPayload a{};
     a.pd = pd;
-    a.qp_type = kRc;
+    a.qp_type = type;
+    a.srq = srq ? srq->handle : 0;
     a.send_cq = cq->handle;
     a.recv_cq = cq->handle;
     a.max_send_wr = tx_depth + 1;
@@ -153,9 +180,18 @@ bool Side::setup(uint32_t nqps, uint64_t max_size, uint32_t tx_depth, uint32_t w
     ctl::QpAttrPayload at{};
     at.qp_state = 1;
     at.port_num = 1;
-    at.qp_access_flags = kRemoteWrite | kRemoteRead | kRemoteAtomic;
-    if ((rc = ctx->modify_qp(*qp, at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags)) != 0)
+    uint32_t mask = kQpState | kQpPkeyIndex | kQpPort;
+    if (o_.conn == Conn::kUd) {
+      at.qkey = kQkey;
+      mask |= kQpQkey;
+    } else {
+      at.qp_access_flags =
+          o_.conn == Conn::kUc ? kRemoteWrite : kRemoteWrite | kRemoteRead | kRemoteAtomic;
+      mask |= kQpAccessFlags;
+    }
+    if ((rc = ctx->modify_qp(*qp, at, mask)) != 0)
       return fail(std::string("modify_qp INIT: ") + std::strerror(rc));
+    index_of[qp->qpn] = q;
     QpInfo li;
     li.qpn = qp->qpn;
     li.psn = rng() & 0xffffff;
@@ -167,6 +203,11 @@ bool Side::setup(uint32_t nqps, uint64_t max_size, uint32_t tx_depth, uint32_t w
     qps.push_back(std::move(qp));
   }
   return true;
+}
+
+uint32_t Side::qp_index(uint32_t qpn) const {
+  const auto it = index_of.find(qpn);
+  return it == index_of.end() ? UINT32_MAX : it->second;
 }
 
 std::string Side::qp_line(uint32_t q) const {
@@ -191,6 +232,8 @@ bool Side::parse_qp_line(const std::string &l) {
 bool Side::connect(uint32_t peer_mtu) {
   path_mtu = std::min(active_mtu, peer_mtu);
   if (o_.mtu != 0) path_mtu = std::min(path_mtu, mtu_enum(o_.mtu));
+  if (o_.conn == Conn::kUd) return connect_ud();
+  const bool rc_qp = o_.conn == Conn::kRc;
   for (uint32_t q = 0; q < qps.size(); ++q) {
     ctl::QpAttrPayload a{};
     a.qp_state = 2;
@@ -204,9 +247,9 @@ bool Side::connect(uint32_t peer_mtu) {
     a.ah_attr.port_num = 1;
     a.max_dest_rd_atomic = 16;
     a.min_rnr_timer = 1;
-    int rc = ctx->modify_qp(*qps[q], a,
-                            kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                                kQpMaxDestRdAtomic | kQpMinRnrTimer);
+    uint32_t mask = kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
+    if (rc_qp) mask |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
+    int rc = ctx->modify_qp(*qps[q], a, mask);
     if (rc != 0) return fail(std::string("modify_qp RTR: ") + std::strerror(rc));
     a = {};
     a.qp_state = 3;
@@ -215,10 +258,36 @@ bool Side::connect(uint32_t peer_mtu) {
     a.retry_cnt = 7;
     a.rnr_retry = 7;
     a.max_rd_atomic = 16;
-    rc = ctx->modify_qp(
-        *qps[q], a,
-        kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+    mask = kQpState | kQpSqPsn;
+    if (rc_qp) mask |= kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
+    rc = ctx->modify_qp(*qps[q], a, mask);
     if (rc != 0) return fail(std::string("modify_qp RTS: ") + std::strerror(rc));
+  }
+  return true;
+}
+
+// UD: RTR and RTS need no peer; each QP sends through an address handle towards its peer's GID.
+bool Side::connect_ud() {
+  for (uint32_t q = 0; q < qps.size(); ++q) {
+    ctl::QpAttrPayload a{};
+    a.qp_state = 2;
+    int rc = ctx->modify_qp(*qps[q], a, kQpState);
+    if (rc != 0) return fail(std::string("modify_qp RTR: ") + std::strerror(rc));
+    a = {};
+    a.qp_state = 3;
+    a.sq_psn = local[q].psn;
+    rc = ctx->modify_qp(*qps[q], a, kQpState | kQpSqPsn);
+    if (rc != 0) return fail(std::string("modify_qp RTS: ") + std::strerror(rc));
+    ctl::AhAttrPayload ah{};
+    std::memcpy(ah.dgid, remote[q].gid, 16);
+    ah.sgid_index = static_cast<uint8_t>(gid_index);
+    ah.is_global = 1;
+    ah.hop_limit = 64;
+    ah.port_num = 1;
+    uint32_t h = 0;
+    if ((rc = ctx->create_ah(pd, ah, &h)) != 0)
+      return fail(std::string("create_ah: ") + std::strerror(rc));
+    ahs.push_back(h);
   }
   return true;
 }
@@ -229,7 +298,7 @@ bool Side::post_recv(uint32_t q, uint64_t s) {
   wr.wr_id = (uint64_t{q} << 32) | s;
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  const int rc = ctx->post_recv(*qps[q], wr);
+  const int rc = srq ? ctx->post_srq_recv(*srq, wr) : ctx->post_recv(*qps[q], wr);
   if (rc != 0) return fail(std::string("post_recv: ") + std::strerror(rc));
   return true;
 }
@@ -247,15 +316,15 @@ void Side::print_header() const {
   std::printf("                    %s\n", title(o_));
   std::printf(" Dual-port       : OFF\t\tDevice         : uroce (%s)\n", o_.socket.c_str());
   std::printf(" Number of qps   : %zu\t\tTransport type : IB\n", qps.size());
-  std::printf(" Connection type : RC\t\tUsing SRQ      : OFF\n");
+  std::printf(" Connection type : %s\t\tUsing SRQ      : %s\n", conn_name(o_.conn),
+              srq ? "ON" : "OFF");
   if (o_.kind == Kind::kBw) {
     std::printf(" TX depth        : %u\n", o_.tx_depth);
     std::printf(" CQ Moderation   : %u\n", o_.cq_mod);
     if (o_.post_list > 1) std::printf(" Post List       : %u\n", o_.post_list);
   }
   if (o_.verb == Verb::kSend) std::printf(" RX depth        : %u\n", rx_depth);
-  if (o_.kind == Kind::kBw)
-    std::printf(" Use events      : %s\n", o_.use_event ? "ON (client)" : "OFF");
+  std::printf(" Use events      : %s\n", o_.use_event ? "ON" : "OFF");
   std::printf(" Mtu             : %u[B]\n", mtu_bytes(path_mtu));
   std::printf(" Link type       : Ethernet\n");
   std::printf(" GID index       : %d\n", gid_index);
@@ -277,21 +346,45 @@ void Side::print_header() const {
   std::printf("%s\n", kLine);
 }
 
-// Fills every slot of every QP's region with the pattern of `size`-byte messages (sources of
-// WRITE / SEND, and the server's data for READ).
-void fill_pattern(Side &s, uint64_t size) {
+uint64_t Side::remote_slot(uint32_t q, uint64_t k) const {
+  const uint64_t rslots = remote[q].region / slot;
+  if (!o_.bidir) return k % rslots;
+  return rslots / 2 + k % (rslots / 2);
+}
+
+bool Side::on_recv(const Cqe &c) {
+  const uint32_t q = static_cast<uint32_t>(c.wr_id >> 32);  // the buffer's region
+  const uint64_t k = c.wr_id & 0xffffffffu;
+  const uint32_t from = srq ? qp_index(c.qp_num) : q;  // the QP it came on: its pattern
+  if (c.opcode < kWcRecv || q >= qps.size() || k >= rx_depth || from >= qps.size())
+    return fail("an unexpected receive completion");
+  if (c.byte_len != cur_size + moff)
+    return fail("a message of " + std::to_string(c.byte_len - moff) + " bytes, expected " +
+                std::to_string(cur_size));
+  if (o_.check) {
+    uint8_t *p = region_ptr(q) + k * slot + moff;
+    for (uint64_t b = 0; b < cur_size; ++b)
+      if (p[b] != pat(from, b, cur_size))
+        return fail("--check: a received message differs at byte " + std::to_string(b));
+    std::memset(p, 0, cur_size);
+  }
+  ++received;
+  return post_recv(q, k);
+}
+
+void fill_pattern(Side &s, uint64_t size, uint64_t base, uint64_t n) {
+  const uint64_t end = std::min(s.nslots, n == UINT64_MAX ? s.nslots : base + n);
   for (uint32_t q = 0; q < s.qps.size(); ++q)
-    for (uint64_t k = 0; k < s.nslots; ++k) {
-      uint8_t *p = s.region_ptr(q) + k * s.slot;
+    for (uint64_t k = base; k < end; ++k) {
+      uint8_t *p = s.region_ptr(q) + k * s.slot + s.moff;
       for (uint64_t i = 0; i < size; ++i)
         p[i] = pat(q, i, size);
     }
 }
 
-// Checks `slots` slots of QP q's region hold the pattern, and (when check_tail) that the
-// byte after each message is still 0.
-bool check_slots(Side &s, uint32_t q, uint64_t slots, uint64_t size, bool check_tail) {
-  for (uint64_t k = 0; k < slots; ++k) {
+bool check_slots(Side &s, uint32_t q, uint64_t base, uint64_t slots, uint64_t size,
+                 bool check_tail) {
+  for (uint64_t k = base; k < base + slots; ++k) {
     const uint8_t *p = s.region_ptr(q) + k * s.slot;
     for (uint64_t i = 0; i < size; ++i)
       if (p[i] != pat(q, i, size))
@@ -299,6 +392,47 @@ bool check_slots(Side &s, uint32_t q, uint64_t slots, uint64_t size, bool check_
                       std::to_string(i) + " differs (size " + std::to_string(size) + ")");
     if (check_tail && size < s.slot && p[size] != 0)
       return s.fail("--check: a message of " + std::to_string(size) + " bytes wrote past its end");
+  }
+  return true;
+}
+
+void prepare_bidir(Side &s, uint64_t size) {
+  std::memset(s.buf.data(), 0, s.region * s.qps.size());
+  if (s.o_.verb == Verb::kWrite || s.o_.verb == Verb::kSend)
+    fill_pattern(s, size, s.src_base, s.src_n);
+  if (s.o_.verb == Verb::kRead) fill_pattern(s, size, s.nslots / 2, s.nslots - s.nslots / 2);
+}
+
+bool check_bidir(Side &s, uint64_t size, const std::vector<uint64_t> &peer,
+                 const std::vector<uint64_t> &mine) {
+  const Options &o = s.o_;
+  for (uint32_t q = 0; q < s.qps.size(); ++q) {
+    bool ok = true;
+    if (o.verb == Verb::kWrite) {
+      const uint64_t h = s.nslots / 2;
+      ok = check_slots(s, q, h, std::min(peer[q], h), size, true);
+    } else if (o.verb == Verb::kRead) {
+      ok = check_slots(s, q, 0, std::min(mine[q], s.src_n), size, true);
+    } else if (o.verb == Verb::kAtomic) {
+      uint64_t v = 0;
+      std::memcpy(&v, s.region_ptr(q), 8);
+      const uint64_t want = o.cmp_swap ? 0 : peer[q];
+      ok = v == want || s.fail("--check: QP " + std::to_string(q) + " atomic value " +
+                               std::to_string(v) + ", expected " + std::to_string(want));
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool settle_recvs(Side &s, uint64_t sent) {
+  Cqe wc[32];
+  uint64_t quiet_since = now_ns();
+  while (s.received < sent && now_ns() - quiet_since < 200'000'000u) {
+    const int n = s.ctx->poll_cq(*s.cq, wc, 32);
+    for (int i = 0; i < n; ++i)
+      if (!cqe_ok(s, wc[i], s.server_ ? "server" : "client") || !s.on_recv(wc[i])) return false;
+    if (n > 0) quiet_since = now_ns();
   }
   return true;
 }

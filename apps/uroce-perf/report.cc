@@ -216,7 +216,7 @@ std::string write_csv(const Options &o, const std::vector<Row> &rows) {
   } else {
     std::fprintf(f,
                  "test,connection,bytes,iterations,t_min[usec],t_max[usec],t_typical[usec],"
-                 "t_avg[usec],t_stdev[usec],p50[usec],p90[usec],p99[usec],p99.9[usec],"
+                 "t_avg[usec],t_stdev[usec],p99[usec],p99.9[usec],p50[usec],p90[usec],"
                  "p99.99[usec]\n");
     for (const Row &r : rows)
       std::fprintf(f,
@@ -224,7 +224,7 @@ std::string write_csv(const Options &o, const std::vector<Row> &rows) {
                    ",%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,"
                    "%.2f\n",
                    o.test.c_str(), conn_name(o.conn), r.size, r.iters, r.t_min, r.t_max,
-                   r.t_typical, r.t_avg, r.t_stdev, r.p50, r.p90, r.p99, r.p999, r.p9999);
+                   r.t_typical, r.t_avg, r.t_stdev, r.p99, r.p999, r.p50, r.p90, r.p9999);
   }
   const bool ok = std::fflush(f) == 0 && !std::ferror(f);
   const int e = errno;

@@ -69,6 +69,7 @@ check_bw() {
   local name=$1 iters=$2 rows=$3; shift 4
   local out rc
   out=$(timeout 120 "$@" 2>&1); rc=$?
+  LAST_OUT=$out
   local bad
   bad=$(awk -v it="$iters" -v rows="$rows" '
     /#bytes +#iterations +BW peak/ { table = 1; next }
@@ -92,6 +93,7 @@ check_lat() {
   local name=$1 iters=$2; shift 3
   local out rc
   out=$(timeout 120 "$@" 2>&1); rc=$?
+  LAST_OUT=$out
   local bad
   bad=$(awk -v it="$iters" '
     /#bytes #iterations +t_min/ { table = 1; next }
@@ -130,6 +132,48 @@ done
 check_lat "write_lat --loopback 5000 B (5 packets)" 50 -- "$PERF" write_lat --loopback -d "$S" -s 5000 -n 50 --check
 out=$(timeout 60 "$PERF" write_bw --report_gbits --loopback -d "$S" -n 5 2>&1)
 grep -q "BW peak\[Gb/sec\]    BW average\[Gb/sec\]" <<<"$out" || fail "--report_gbits header: $out"
+
+# --- 1b. perftest's matrix: UC / UD, -b, SRQ, -e in the latency tests (all with --check)
+check_bw "write_bw -c UC -q 2 --loopback" 500 1 -- "$PERF" write_bw -c UC --loopback -d "$S" -q 2 -s 1000 -n 500 --check
+check_bw "send_bw -c UC -q 2 --loopback" 1000 1 -- "$PERF" send_bw -c UC --loopback -d "$S" -q 2 -s 300 -n 1000 --check
+check_bw "send_bw -c UD -q 2 --loopback" 1000 1 -- "$PERF" send_bw -c UD --loopback -d "$S" -q 2 -s 200 -n 1000 --check
+check_bw "send_bw -c UD -s 4096 (lowered to the MTU) --loopback" 100 1 -- "$PERF" send_bw -c UD --loopback -d "$S" -s 4096 -n 100 --check
+grep -q "Max msg size in UD is MTU 1024" <<<"$LAST_OUT" && grep -qE "^ 1024 +100 " <<<"$LAST_OUT" \
+  && pass "UD: -s above the MTU runs at the MTU, as perftest" || fail "UD size clamp: $LAST_OUT"
+check_bw "send_bw -c UD -a --loopback (2 .. MTU)" 20 10 -- "$PERF" send_bw -c UD --loopback -d "$S" -a -n 20 --check
+grep -qE "\(UD: the server received [0-9]+ of [0-9]+ messages" <<<"$LAST_OUT" \
+  && pass "UD: the client reports what the server received" || fail "UD received line: $LAST_OUT"
+for t in "write_bw -q 2 -s 1000 -n 500" "read_bw -q 2 -s 3000 -n 300" "atomic_bw -n 500" \
+         "atomic_bw -n 500 -A CMP_AND_SWAP" "send_bw -q 2 -s 200 -n 500 -r 64" \
+         "send_bw -c UD -s 200 -n 500" "send_bw -c UC -s 300 -n 500" "write_bw -c UC -s 64 -n 500"; do
+  set -- $t
+  check_bw "$t -b --loopback" "$(sed 's/.*-n \([0-9]*\).*/\1/' <<<"$t")" 1 -- "$PERF" $t -b --loopback -d "$S" --check
+done
+check_bw "write_bw -b -D 1 --loopback" - 1 -- "$PERF" write_bw -b -D 1 -s 256 --loopback -d "$S" --check
+check_bw "send_bw --use_srq -q 4 --loopback" 1000 1 -- "$PERF" send_bw --use_srq --loopback -d "$S" -q 4 -s 100 -n 1000 -r 64 --check
+check_bw "send_bw --use_srq -b -q 2 --loopback" 500 1 -- "$PERF" send_bw --use_srq -b --loopback -d "$S" -q 2 -s 100 -n 500 -r 64 --check
+check_lat "send_lat --use_srq --loopback" 100 -- "$PERF" send_lat --use_srq --loopback -d "$S" -n 100 --check
+for t in write_lat read_lat send_lat atomic_lat; do
+  check_lat "$t -e --loopback" 100 -- "$PERF" $t -e --loopback -d "$S" -n 100 --check
+  grep -q "Use events      : ON" <<<"$LAST_OUT" || fail "$t -e: the header does not say events are on"
+done
+check_lat "send_lat -c UD --loopback" 100 -- "$PERF" send_lat -c UD --loopback -d "$S" -n 100 --check
+check_lat "write_lat -c UC --loopback" 100 -- "$PERF" write_lat -c UC --loopback -d "$S" -n 100 --check
+
+# --- 1c. JSON / CSV: the files hold what the table printed; --progress; -R
+J=$WORK/out.json
+check_bw "write_bw -a --out_json_file --out_csv_file" 5 23 -- "$PERF" write_bw --loopback -d "$S" -a -n 5 -t 4 -Q 1 --check --out_json_file="$J" --out_csv_file="$WORK/out.csv"
+python3 "$(dirname "$0")/check_json.py" bw "$J" "$WORK/out.csv" <<<"$LAST_OUT" && pass "write_bw JSON / CSV match the table (23 rows, perftest keys)" || fail "write_bw JSON / CSV"
+cp "$J" "$WORK/write_bw.json"
+check_lat "send_lat --out_json (default file name) --out_csv_file" 200 -- bash -c "cd '$WORK' && '$(realpath "$PERF")' send_lat --loopback -d '$S' -n 200 --check --out_json --out_csv_file=lat.csv"
+python3 "$(dirname "$0")/check_json.py" lat "$WORK/perftest_out.json" "$WORK/lat.csv" <<<"$LAST_OUT" && pass "send_lat JSON / CSV match the table" || fail "send_lat JSON / CSV"
+out=$(timeout 60 "$PERF" write_bw --loopback -d "$S" -n 5 --out_json_file="$WORK/no/such/dir/x.json" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "cannot write $WORK/no/such/dir/x.json" <<<"$out" && pass "an unwritable JSON file: exit 1" || fail "unwritable JSON: exit $rc: $out"
+check_bw "write_bw -D 3 --progress" - 1 -- "$PERF" write_bw --loopback -d "$S" -s 1024 -D 3 --progress --check
+n=$(grep -cE "^ progress: [0-9]+ s  [0-9.]+ MB/sec  [0-9.]+ Mpps  [0-9]+ messages$" <<<"$LAST_OUT")
+[ "$n" -ge 2 ] && [ "$n" -le 3 ] && pass "--progress: $n lines in 3 s" || fail "--progress: $n lines: $LAST_OUT"
+out=$(timeout 60 "$PERF" write_bw --loopback -d "$S" -n 5 2>&1)
+grep -q "progress:" <<<"$out" && fail "progress lines without --progress"
 
 # --- 2. two uroced on net_memif, server and client in two processes over TCP
 daemon a 0 "net_memif0,role=server,socket=$WORK/memif.sock,id=0" 10.82.0.1

@@ -3,9 +3,11 @@
 # uroce-perf's command line without a daemon: --help, --version, and every class of bad flag
 # (exit 2 with a message naming the flag). A client whose daemon socket does not exist fails
 # at run time (exit 1). Needs no root.
-# Usage: uroce_perf_cli.sh PATH/TO/uroce-perf
+# uroce-perf-plot's usage errors (exit 2) and files that are not uroce-perf JSON (exit 1).
+# Usage: uroce_perf_cli.sh PATH/TO/uroce-perf PATH/TO/uroce-perf-plot
 set -uo pipefail
-PERF=${1:?usage: $0 UROCE_PERF}
+PERF=${1:?usage: $0 UROCE_PERF UROCE_PERF_PLOT}
+PLOT=${2:?usage: $0 UROCE_PERF UROCE_PERF_PLOT}
 WORK=$(mktemp -d /tmp/uroce-perf-cli-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 FAILS=0
@@ -71,5 +73,12 @@ expect "-T works (then fails to reach uroced: exit 1)" 1 "cannot open uroced's c
   "$PERF" -T write_bw --loopback -d "$WORK/none.sock"
 expect "ib_ prefix accepted (no daemon: exit 1)" 1 "cannot open uroced's control socket" -- \
   "$PERF" ib_send_lat --loopback --socket "$WORK/none.sock"
+expect "plot: no file" 2 "the following arguments are required: json" -- "$PLOT"
+expect "plot: bad format" 2 "invalid choice: 'gif'" -- "$PLOT" -f gif x.json
+expect "plot: a missing file" 1 "uroce-perf-plot: $WORK/none.json: .*No such file" -- "$PLOT" "$WORK/none.json"
+echo '{"test_info": {}, "results": {}}' >"$WORK/perftest.json"
+expect "plot: perftest's own JSON (no rows)" 1 "not uroce-perf JSON" -- "$PLOT" "$WORK/perftest.json"
+echo 'not json' >"$WORK/bad.json"
+expect "plot: not JSON" 1 "uroce-perf-plot: $WORK/bad.json: Expecting value" -- "$PLOT" "$WORK/bad.json"
 echo "$FAILS failure(s)"
 [ "$FAILS" -eq 0 ]

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // uroce-perf's internals (doc/uroce-perf.md): the Side (one end's context, buffer, CQ and QPs),
 // the measurement loops (bw.cc, lat.cc), the result rows (report.cc) and the two roles
-// (server.cc, client.cc) meeting over the out-of-band TCP channel (oob.h).
+// (server.cc, client.cc) meeting over the out-of-band TCP channel (oob.h), and --check (check.cc).
 #pragma once
 
 #include <atomic>
@@ -127,6 +127,7 @@ class Side {
   void print_header() const;
 };
 
+// ---- check.cc
 // Fills every slot of every QP's region with the pattern of `size`-byte messages (sources of
 // WRITE / SEND, and the server's data for READ).
 void fill_pattern(Side &s, uint64_t size, uint64_t base = 0, uint64_t n = UINT64_MAX);

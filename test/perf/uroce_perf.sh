@@ -68,7 +68,7 @@ EOF
 }
 
 # check_bw NAME ITERS ROWS -- command: runs it; every result row must have #iterations ==
-# ITERS (or > 0 when ITERS is '-'), BW average > 0 (from 1 KB), BW peak >= BW average, MsgRate > 0; ROWS
+# ITERS (or > 0 when ITERS is '-'), BW average = MsgRate x size, BW peak >= BW average, MsgRate > 0; ROWS
 # rows; exit 0 and "Data check : PASS".
 check_bw() {
   local name=$1 iters=$2 rows=$3; shift 4
@@ -77,11 +77,13 @@ check_bw() {
   LAST_OUT=$out
   local bad
   bad=$(awk -v it="$iters" -v rows="$rows" '
-    /#bytes +#iterations +BW peak/ { table = 1; next }
+    /#bytes +#iterations +BW peak/ { table = 1; div = /Gb\/sec/ ? 1e9 / 8 : 1048576; next }
     table && /^ *[0-9]+ +[0-9]+ / {
       n++
       if ((it != "-" && $2 != it) || (it == "-" && $2 <= 0)) print "iterations " $2 " (asked " it ")"
-      if ($4 < 0 || ($1 >= 1024 && $4 <= 0)) print "BW average " $4  # (2 B x 5: 0.00 MB/s)
+      # BW average = MsgRate x size, within the rounding of the printed values (no timing)
+      want = $5 * 1e6 * $1 / div; tol = 0.006 + 0.5 * $1 / div + 0.001 * want
+      if ($4 < 0 || $4 - want > tol || want - $4 > tol) print "BW average " $4 ", MsgRate x size " want
       if ($3 + 0.01 < $4) print "peak " $3 " below average " $4
       if ($5 <= 0) print "MsgRate " $5
     }

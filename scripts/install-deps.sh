@@ -14,6 +14,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # independent wire checkers used by the tests
   python3 python3-scapy tshark
+  python3-matplotlib  # apps/uroce-perf/uroce-perf-plot: charts of uroce-perf's JSON results
   # rdma-core tools run unmodified over the shim, and network tooling for tests
   ibverbs-utils perftest rdma-core iproute2 ucx-utils
   # uroced integration test (test/integration): ARP and ND probes from the Linux side

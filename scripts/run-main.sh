@@ -4,7 +4,10 @@
 #      sends and receives; uroce-perf write_bw and send_lat between them with --check; the
 #      capture validated by uroce-pcap-check (ICRC, headers) and dissected by tshark;
 #   2. B restarted without capture; uroce-perf runs between the daemons: write_bw with small
-#      messages on 4 QPs, read_bw, send_lat, and write_bw --loopback on one daemon; uroce-stat.
+#      messages on 4 QPs, read_bw, send_lat, a write_bw sweep of every size (-a), and write_bw
+#      --loopback on one daemon; uroce-stat.
+#   3. every uroce-perf client wrote its results as JSON (--out_json_file, perftest's keys):
+#      uroce-perf-plot turns them into PNG / SVG charts; the job prints where they are.
 # Every process is stopped by PID; nothing is left behind. About a minute after the build.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +21,7 @@ ninja -C build-main -j"$(jobs)"
 B=build-main
 out=$B/main-job
 rm -rf "$out"
-mkdir -p "$out"
+mkdir -p "$out" "$out/json"
 out=$(cd "$out" && pwd)
 ID=$$
 PIDS=()
@@ -57,13 +60,17 @@ start() {  # start NAME: uroced NAME in the background, waits until it serves ap
   done
   echo "uroced $1 did not start:"; tail "$out/uroced-$1.log"; exit 1
 }
+NJSON=0
 perf() {  # perf ARGS...: server on B, client on A (127.0.0.1), the client's output shown
   local port=$((20000 + ID % 20000))
+  NJSON=$((NJSON + 1))
+  local json
+  json=$out/json/$(printf '%02d' $NJSON)-$1.json
   timeout 120 $B/apps/uroce-perf/uroce-perf "$@" -d "$out/b.sock" -p $port >"$out/perf-server.log" 2>&1 &
   local spid=$!
   echo "\$ uroce-perf $* -d a.sock 127.0.0.1   (server: uroce-perf $1 -d b.sock)"
-  timeout 120 $B/apps/uroce-perf/uroce-perf "$@" -d "$out/a.sock" -p $port 127.0.0.1 |
-    sed -n '/^ #bytes/,$p'
+  timeout 120 $B/apps/uroce-perf/uroce-perf "$@" -d "$out/a.sock" -p $port \
+    --out_json_file="$json" 127.0.0.1 | sed -n '/^ #bytes/,$p'
   wait $spid
 }
 
@@ -94,9 +101,13 @@ perf write_bw -s 65536 -n 2000
 perf read_bw -s 4096 -n 5000
 perf send_lat -s 2 -n 2000
 echo
+echo "== a sweep for the bandwidth chart: every size 2 B .. 8 MB, 20 messages each"
+perf write_bw -a -n 20 -t 8 -Q 4
+echo
 echo "== same-port loopback: server and client in one process on uroced A (--loopback)"
 echo "\$ uroce-perf write_bw --loopback -s 64 -n 20000 --check -d a.sock"
-$B/apps/uroce-perf/uroce-perf write_bw --loopback -s 64 -n 20000 --check -d "$out/a.sock" |
+$B/apps/uroce-perf/uroce-perf write_bw --loopback -s 64 -n 20000 --check -d "$out/a.sock" \
+  --out_json_file="$out/json/$(printf '%02d' $((NJSON + 1)))-write_bw-loopback.json" |
   sed -n '/^ #bytes/,$p'
 echo
 echo "== uroce-stat: uroced A's port and engine counters"
@@ -104,4 +115,8 @@ $B/apps/uroce-stat/uroce-stat -s "$out/a.sock" port.p0. engine.tx engine.rx engi
   awk '$2 != 0'
 stop_all
 echo
-echo "main job done: logs and the capture in $out"
+echo "== charts of the uroce-perf results above (apps/uroce-perf/uroce-perf-plot)"
+echo "   JSON (perftest's keys, one file per run): $out/json/"
+apps/uroce-perf/uroce-perf-plot -o "$out/charts" "$out"/json/*.json | sed 's/^/   chart: /'
+echo
+echo "main job done: logs and the capture in $out, uroce-perf JSON in $out/json, charts $out/charts-*"

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <sstream>
 #include <thread>
 
 namespace uroce::perf {
@@ -177,6 +178,14 @@ bool Oob::try_line(std::string *line) {
   line->assign(buf_, 0, nl);
   buf_.erase(0, nl + 1);
   return true;
+}
+
+std::vector<std::string> words(const std::string &l) {
+  std::istringstream s(l);
+  std::vector<std::string> w;
+  for (std::string x; s >> x;)
+    w.push_back(x);
+  return w;
 }
 
 }  // namespace uroce::perf

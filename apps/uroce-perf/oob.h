@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace uroce::perf {
 
@@ -39,5 +40,7 @@ class Oob {
   bool closed_ = false;
   std::string buf_;
 };
+
+std::vector<std::string> words(const std::string &l);  // a line split at blanks
 
 }  // namespace uroce::perf

@@ -3,6 +3,7 @@
 
 #include <getopt.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -54,6 +55,11 @@ enum LongOnly : int {
   kOptLoopback,
   kOptCheck,
   kOptSocket,
+  kOptUseSrq,
+  kOptProgress,
+  kOptOutJson,
+  kOptOutJsonFile,
+  kOptOutCsvFile,
 };
 
 }  // namespace
@@ -86,12 +92,19 @@ void print_usage() {
       "  -x, --gid-index N       local GID index (default: the first IPv4-mapped GID)\n"
       "  -m, --mtu BYTES         path MTU 256/512/1024/2048/4096 (default: the port's)\n"
       "  -I, --inline_size N     inline up to N bytes (bw 0; write_lat 220, send_lat 236)\n"
-      "  -c, --connection RC     only RC is supported\n"
+      "  -c, --connection T      RC (default), UC (write, send) or UD (send)\n"
+      "  -b, --bidirectional     bw tests: both sides send, the sum is reported\n"
+      "      --use_srq           send tests: the receiving QPs share one SRQ\n"
+      "  -R, --rdma_cm           not supported yet (an error)\n"
       "  -A, --atomic_type T     FETCH_AND_ADD (default) or CMP_AND_SWAP\n"
       "  -F, --CPU-freq          accepted and ignored (perftest compatibility)\n"
-      "  -e, --events            bw tests: sleep on the CQ's completion event (eventfd) when\n"
-      "                          nothing can be posted, instead of busy polling\n"
+      "  -e, --events            sleep on the CQ's completion event (eventfd) instead of\n"
+      "                          busy polling the CQ\n"
       "      --report_gbits      bandwidth in Gb/s instead of MB/s (1 MB = 2^20 bytes)\n"
+      "      --progress          bw tests: print the rate of the last second, every second\n"
+      "      --out_json          write perftest's JSON report (default perftest_out.json)\n"
+      "      --out_json_file=F   the JSON report's file (implies --out_json)\n"
+      "      --out_csv_file=F    write the result rows as CSV\n"
       "      --loopback          run server and client in this process, both on one uroced\n"
       "      --check             verify the data that arrived (write/read/send/atomic)\n"
       "  -h, --help              this text\n"
@@ -127,12 +140,20 @@ int parse_options(int argc, char **argv, Options *o, std::string *err) {
       {"report_gbits", no_argument, nullptr, kOptReportGbits},
       {"loopback", no_argument, nullptr, kOptLoopback},
       {"check", no_argument, nullptr, kOptCheck},
+      {"bidirectional", no_argument, nullptr, 'b'},
+      {"use_srq", no_argument, nullptr, kOptUseSrq},
+      {"rdma_cm", no_argument, nullptr, 'R'},
+      {"progress", no_argument, nullptr, kOptProgress},
+      {"out_json", no_argument, nullptr, kOptOutJson},
+      {"out_json_file", required_argument, nullptr, kOptOutJsonFile},
+      {"out_csv_file", required_argument, nullptr, kOptOutCsvFile},
       {"help", no_argument, nullptr, 'h'},
       {"version", no_argument, nullptr, 'V'},
       {nullptr, 0, nullptr, 0},
   };
   *o = Options{};
   bool iters_set = false, tx_set = false, size_set = false, cq_mod_set = false;
+  bool rdma_cm = false, rx_set = false;
   // The test name may come first (uroce-perf write_bw ...) or with -T.
   int first = 1;
   if (argc > 1 && argv[1][0] != '-') {
@@ -156,7 +177,7 @@ int parse_options(int argc, char **argv, Options *o, std::string *err) {
     *err = std::string("invalid value '") + (optarg ? optarg : "") + "' for " + flag + ": " + what;
     return 2;
   };
-  while ((c = getopt_long(n, args, ":s:an:q:t:r:Q:l:D:p:d:x:m:I:c:A:FeT:hV", kLong, nullptr)) !=
+  while ((c = getopt_long(n, args, ":s:an:q:t:r:Q:l:D:p:d:x:m:I:c:A:FeT:hVbR", kLong, nullptr)) !=
          -1) {
     switch (c) {
       case 's':
@@ -184,6 +205,7 @@ int parse_options(int argc, char **argv, Options *o, std::string *err) {
       case 'r':
         if (!number(optarg, 1, kMaxDepth, &v)) return bad("-r/--rx-depth", "1 .. 16384");
         o->rx_depth = static_cast<uint32_t>(v);
+        rx_set = true;
         break;
       case 'Q':
         if (!number(optarg, 1, 1024, &v)) return bad("-Q/--cq-mod", "1 .. 1024");
@@ -222,8 +244,39 @@ int parse_options(int argc, char **argv, Options *o, std::string *err) {
         o->inline_size = static_cast<int>(v);
         break;
       case 'c':
-        if (std::strcmp(optarg, "RC") != 0)
-          return bad("-c/--connection", "only RC is supported by uroce-perf");
+        if (std::strcmp(optarg, "RC") == 0) {
+          o->conn = Conn::kRc;
+        } else if (std::strcmp(optarg, "UC") == 0) {
+          o->conn = Conn::kUc;
+        } else if (std::strcmp(optarg, "UD") == 0) {
+          o->conn = Conn::kUd;
+        } else {
+          return bad("-c/--connection", "RC, UC or UD");
+        }
+        break;
+      case 'b':
+        o->bidir = true;
+        break;
+      case 'R':
+        rdma_cm = true;
+        break;
+      case kOptUseSrq:
+        o->use_srq = true;
+        break;
+      case kOptProgress:
+        o->progress = true;
+        break;
+      case kOptOutJson:
+        o->out_json = true;
+        break;
+      case kOptOutJsonFile:
+        if (optarg[0] == '\0') return bad("--out_json_file", "an empty path");
+        o->out_json_file = optarg;
+        o->out_json = true;
+        break;
+      case kOptOutCsvFile:
+        if (optarg[0] == '\0') return bad("--out_csv_file", "an empty path");
+        o->out_csv_file = optarg;
         break;
       case 'A':
         if (std::strcmp(optarg, "CMP_AND_SWAP") == 0) {
@@ -280,6 +333,12 @@ int parse_options(int argc, char **argv, Options *o, std::string *err) {
     *err = std::string("unexpected argument '") + args[optind] + "'";
     return 2;
   }
+  if (rdma_cm) {
+    *err =
+        "-R/--rdma_cm: rdma_cm not supported yet (uroced has no connection manager; the "
+        "out-of-band TCP exchange is used without -R)";
+    return 2;
+  }
   if (o->loopback && !o->server.empty()) {
     *err = "--loopback runs both sides here: give no SERVER";
     return 2;
@@ -318,8 +377,29 @@ int parse_options(int argc, char **argv, Options *o, std::string *err) {
     *err = "latency tests use one QP (-q 1)";
     return 2;
   }
-  if (!bw && o->use_event) {
-    *err = "-e is supported by the bw tests only";
+  // perftest's rules (perftest_parameters.c change_conn_type, force_dependecies).
+  if (o->conn == Conn::kUc && (o->verb == Verb::kRead || o->verb == Verb::kAtomic)) {
+    *err = "-c UC: UC connection not possible in READ/ATOMIC tests";
+    return 2;
+  }
+  if (o->conn == Conn::kUd && o->verb != Verb::kSend) {
+    *err = "-c UD: UD connection only possible in SEND tests";
+    return 2;
+  }
+  if (o->bidir && !bw) {
+    *err = "-b: bidirectional is only available in BW tests";
+    return 2;
+  }
+  if (o->use_srq && o->verb != Verb::kSend) {
+    *err = "--use_srq: SRQ is only available in SEND tests";
+    return 2;
+  }
+  if (o->use_srq && o->qps > o->rx_depth) {
+    *err = "--use_srq: the SRQ depth (-r) must be at least the number of QPs (-q)";
+    return 2;
+  }
+  if (o->progress && !bw) {
+    *err = "--progress is supported by the bw tests only";
     return 2;
   }
   if (!bw && o->post_list != 1) {
@@ -332,6 +412,10 @@ int parse_options(int argc, char **argv, Options *o, std::string *err) {
   }
   if (o->size == 0) o->size = bw ? 65536 : 2;
   if (o->iters == 0) o->iters = bw ? 5000 : 1000;
+  // perftest: UC / UD receivers keep min(iters, 16000) receives posted unless -r says (no RNR
+  // retry on those transports: a receive missing is a message lost).
+  if (o->conn != Conn::kRc && o->verb == Verb::kSend && !rx_set && o->duration == 0)
+    o->rx_depth = std::min<uint32_t>(o->iters, 16000);
   if (o->tx_depth == 0) o->tx_depth = bw ? 128 : 1;
   if (!bw) o->cq_mod = 1;
   if (o->post_list > 1) {
@@ -362,10 +446,21 @@ int parse_options(int argc, char **argv, Options *o, std::string *err) {
   if (o->inline_size < 0) {
     o->inline_size = 0;
     if (!bw && o->verb == Verb::kWrite) o->inline_size = 220;
-    if (!bw && o->verb == Verb::kSend) o->inline_size = 236;
+    if (!bw && o->verb == Verb::kSend) o->inline_size = o->conn == Conn::kUd ? 188 : 236;
   }
   if (o->loopback && !o->port_set) o->port = 0;  // an ephemeral port on 127.0.0.1
   return 0;
+}
+
+std::vector<uint64_t> sizes_of(const Options &o) {
+  std::vector<uint64_t> v;
+  if (o.all) {
+    for (uint64_t s = 2; s <= kMaxSize; s *= 2)
+      v.push_back(s);
+  } else {
+    v.push_back(o.size);
+  }
+  return v;
 }
 
 }  // namespace uroce::perf

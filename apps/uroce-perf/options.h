@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace uroce::perf {
 
 enum class Verb { kWrite, kRead, kSend, kAtomic };
 enum class Kind { kBw, kLat };
+enum class Conn { kRc, kUc, kUd };  // -c
 
 inline constexpr uint16_t kDefaultPort = 18515;  // perftest's out-of-band TCP port
 inline constexpr const char *kDefaultSocket = "/run/uroce/uroced.sock";
@@ -43,11 +45,19 @@ struct Options {
   bool check = false;      // verify the data (doc/uroce-perf.md)
   bool cmp_swap = false;   // atomic: CMP_AND_SWAP instead of FETCH_AND_ADD
   bool use_event = false;  // -e: sleep on the CQ's completion event instead of busy polling
+  Conn conn = Conn::kRc;   // -c RC|UC|UD (UC: write / send; UD: send)
+  bool bidir = false;      // -b: both sides send (bw tests)
+  bool use_srq = false;    // --use_srq: the receiving side's QPs share one SRQ (send tests)
+  bool progress = false;   // --progress: a line per second while a bw test runs
+  bool out_json = false;   // --out_json: perftest's JSON report (plus every row, "uroce")
+  std::string out_json_file = "perftest_out.json";  // --out_json_file=FILE (implies --out_json)
+  std::string out_csv_file;                         // --out_csv_file=FILE: one row per size
 };
 
 // Parses argv. Returns 0 (run), 1 (--help / --version printed: exit 0), 2 (error: *err says
 // what; the caller prints it and exits 2).
 int parse_options(int argc, char **argv, Options *o, std::string *err);
 void print_usage();
+std::vector<uint64_t> sizes_of(const Options &o);  // the message sizes of the run (-a, -s)
 
 }  // namespace uroce::perf

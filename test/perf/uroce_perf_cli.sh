@@ -3,9 +3,11 @@
 # uroce-perf's command line without a daemon: --help, --version, and every class of bad flag
 # (exit 2 with a message naming the flag). A client whose daemon socket does not exist fails
 # at run time (exit 1). Needs no root.
-# Usage: uroce_perf_cli.sh PATH/TO/uroce-perf
+# uroce-perf-plot's usage errors (exit 2) and files that are not uroce-perf JSON (exit 1).
+# Usage: uroce_perf_cli.sh PATH/TO/uroce-perf PATH/TO/uroce-perf-plot
 set -uo pipefail
-PERF=${1:?usage: $0 UROCE_PERF}
+PERF=${1:?usage: $0 UROCE_PERF UROCE_PERF_PLOT}
+PLOT=${2:?usage: $0 UROCE_PERF UROCE_PERF_PLOT}
 WORK=$(mktemp -d /tmp/uroce-perf-cli-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 FAILS=0
@@ -37,14 +39,27 @@ expect "QPs out of range" 2 "invalid value '0' for -q/--qp" -- "$PERF" write_bw 
 expect "tx depth out of range" 2 "invalid value '16385' for -t/--tx-depth" -- "$PERF" write_bw -t 16385
 expect "bad MTU" 2 "invalid value '1500' for -m/--mtu" -- "$PERF" write_bw -m 1500
 expect "bad port" 2 "invalid value '70000' for -p/--port" -- "$PERF" write_bw -p 70000
-expect "UD is not supported" 2 "only RC is supported" -- "$PERF" send_bw -c UD
+expect "bad connection type" 2 "invalid value 'XRC' for -c/--connection: RC, UC or UD" -- "$PERF" send_bw -c XRC
+expect "UC with READ (perftest refuses)" 2 "UC connection not possible in READ/ATOMIC" -- "$PERF" read_bw -c UC
+expect "UC with atomics (perftest refuses)" 2 "UC connection not possible in READ/ATOMIC" -- "$PERF" atomic_lat -c UC
+expect "UD with WRITE (perftest refuses)" 2 "UD connection only possible in SEND" -- "$PERF" write_bw -c UD
+expect "-b on a latency test" 2 "bidirectional is only available in BW tests" -- "$PERF" send_lat -b
+expect "--use_srq on a WRITE test" 2 "SRQ is only available in SEND tests" -- "$PERF" write_bw --use_srq
+expect "--use_srq with fewer receives than QPs" 2 "SRQ depth \(-r\) must be at least the number of QPs" -- "$PERF" send_bw --use_srq -q 8 -r 4
+expect "-R is refused until the connection manager exists" 2 "rdma_cm not supported yet" -- "$PERF" write_bw -R
+expect "--rdma_cm likewise" 2 "rdma_cm not supported yet" -- "$PERF" send_lat --rdma_cm --loopback
+expect "--progress on a latency test" 2 "--progress is supported by the bw tests only" -- "$PERF" write_lat --progress
+expect "--out_json_file without a name" 2 "invalid value '' for --out_json_file" -- "$PERF" write_bw --out_json_file=
+expect "--out_csv_file needs a value" 2 "option '--out_csv_file' needs a value" -- "$PERF" write_bw --out_csv_file
+expect "--help names the new flags" 0 "--out_json_file=F.*" -- "$PERF" --help
 expect "bad atomic type" 2 "CMP_AND_SWAP or FETCH_AND_ADD" -- "$PERF" atomic_bw -A ADD
 expect "atomic size" 2 "atomic tests move 8 bytes" -- "$PERF" atomic_bw -s 64
 expect "-a with -s" 2 "-a and -s exclude each other" -- "$PERF" write_bw -a -s 64
 expect "-D with -n" 2 "-D and -n exclude each other" -- "$PERF" write_bw -D 2 -n 100
 expect "-D on a latency test" 2 "-D is supported by the bw tests only" -- "$PERF" write_lat -D 2
 expect "several QPs on a latency test" 2 "latency tests use one QP" -- "$PERF" send_lat -q 2
-expect "-e on a latency test" 2 "-e is supported by the bw tests only" -- "$PERF" write_lat -e
+expect "-e on a latency test is accepted (no daemon: exit 1)" 1 "cannot open uroced's control socket" -- \
+  "$PERF" write_lat -e --loopback -d "$WORK/none.sock"
 expect "cq-mod above tx depth" 2 "must not exceed the tx depth" -- "$PERF" write_bw -t 16 -Q 32
 expect "post list out of range" 2 "invalid value '0' for -l/--post_list" -- "$PERF" write_bw -l 0
 expect "post list on a latency test" 2 "-l/--post_list is supported by the bw tests only" -- "$PERF" write_lat -l 4
@@ -58,5 +73,12 @@ expect "-T works (then fails to reach uroced: exit 1)" 1 "cannot open uroced's c
   "$PERF" -T write_bw --loopback -d "$WORK/none.sock"
 expect "ib_ prefix accepted (no daemon: exit 1)" 1 "cannot open uroced's control socket" -- \
   "$PERF" ib_send_lat --loopback --socket "$WORK/none.sock"
+expect "plot: no file" 2 "the following arguments are required: json" -- "$PLOT"
+expect "plot: bad format" 2 "invalid choice: 'gif'" -- "$PLOT" -f gif x.json
+expect "plot: a missing file" 1 "uroce-perf-plot: $WORK/none.json: .*No such file" -- "$PLOT" "$WORK/none.json"
+echo '{"test_info": {}, "results": {}}' >"$WORK/perftest.json"
+expect "plot: perftest's own JSON (no rows)" 1 "not uroce-perf JSON" -- "$PLOT" "$WORK/perftest.json"
+echo 'not json' >"$WORK/bad.json"
+expect "plot: not JSON" 1 "uroce-perf-plot: $WORK/bad.json: Expecting value" -- "$PLOT" "$WORK/bad.json"
 echo "$FAILS failure(s)"
 [ "$FAILS" -eq 0 ]

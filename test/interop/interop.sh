@@ -134,7 +134,7 @@ trap 'exit 1' INT TERM
 
 # --- the guest image: built once into CACHE, rebuilt only when rig/build-image.sh changed
 echo "=== guest image in $CACHE (a first build downloads ~80 MB and takes about a minute)"
-if ! timeout "$(bounded 900)" "$RIG/build-image.sh" "$CACHE" 2>&1; then
+if ! timeout "$(bounded 900)" env -u LD_LIBRARY_PATH -u LD_PRELOAD "$RIG/build-image.sh" "$CACHE" 2>&1; then
   echo "FAIL: building the guest image failed (output above)"
   FAILS=1
   exit 1
@@ -365,7 +365,9 @@ EOF
 
   guest_script "$pmtu" $runs >"$WORK/$name-guest.sh"
   echo "    [$(since "$T0") s] guest booting (log: $WORK/$name-guest.log)"
-  "$RIG/boot-guest.sh" -k "$CACHE" -n "$NS" -t tap0 -a "$GUEST_IP/24" -m "$mtu" -N "$QEMU_NICE" \
+  # Without the shim: qemu links libibverbs, and meson's LD_LIBRARY_PATH would give it ours.
+  env -u LD_LIBRARY_PATH -u LD_PRELOAD "$RIG/boot-guest.sh" -k "$CACHE" -n "$NS" -t tap0 \
+    -a "$GUEST_IP/24" -m "$mtu" -N "$QEMU_NICE" \
     -d "$WORK/$name-share" -s "$WORK/$name-guest.sh" -T "$(bounded 600)" >"$WORK/$name-guest.log" 2>&1 &
   GPID=$!
 

@@ -135,7 +135,7 @@ off=$(LC_ALL=C grep -m1 -obUaP '\xfd7zXZ\x00' "$WORK/vmlinuz" | cut -d: -f1) ||
   die "no XZ stream in vmlinuz-$KVER"
 xz -dc --single-stream < <(tail -c +$((off + 1)) "$WORK/vmlinuz") >"$WORK/vmlinux" ||
   die "cannot decompress vmlinuz-$KVER"
-MODS="virtio_pci virtio_net 9pnet_virtio 9p crc32_generic rdma_rxe ib_uverbs rdma_cm rdma_ucm ib_umad"
+MODS=(virtio_pci virtio_net 9pnet_virtio 9p crc32_generic rdma_rxe ib_uverbs rdma_cm rdma_ucm ib_umad)
 declare -A path_of
 while IFS= read -r -d '' f; do
   n=${f##*/}
@@ -143,7 +143,7 @@ while IFS= read -r -d '' f; do
   path_of[${n//-/_}]=${f#"$KTREE/"}
 done < <(find "$KTREE/lib/modules/$KVER" -name '*.ko*' -print0)
 declare -A taken
-todo=($MODS)
+todo=("${MODS[@]}")
 while [ ${#todo[@]} -gt 0 ]; do
   m=${todo[0]//-/_}
   todo=("${todo[@]:1}")
@@ -156,8 +156,8 @@ while [ ${#todo[@]} -gt 0 ]; do
   taken[$m]=${path_of[$m]}
   mkdir -p "$ROOT/$(dirname "${path_of[$m]}")"
   cp "$KTREE/${path_of[$m]}" "$ROOT/${path_of[$m]}"
-  deps=$(modinfo -F depends "$KTREE/${path_of[$m]}")
-  todo+=(${deps//,/ })
+  IFS=, read -ra deps <<<"$(modinfo -F depends "$KTREE/${path_of[$m]}")"
+  todo+=("${deps[@]}")
 done
 cp "$KTREE/lib/modules/$KVER"/modules.{order,builtin,builtin.modinfo} "$ROOT/lib/modules/$KVER/"
 depmod -b "$ROOT" "$KVER"

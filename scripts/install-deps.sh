@@ -21,11 +21,12 @@ PKGS=(
   iputils-arping iputils-ping ndisc6
   # the installed tree's test (test/install): systemd-analyze verify on the service unit
   systemd
-  # interop suite (test/interop, doc/interop.md): the rxe guests of ../shared/rig under qemu;
-  # the rig's image build needs xz, readelf, dpkg-deb, cpio and kmod (depmod, and the /bin/kmod
-  # its symlink checks see); nftables drops frames where the kernel has no tc netem (also the
-  # uroced loss test, test/integration/uroced_loss.sh)
-  qemu-system-x86 xz-utils binutils dpkg cpio kmod nftables
+  # interop suite (test/interop, doc/interop.md): rxe guests under qemu, from the in-tree rig
+  # (test/interop/rig). Its image build runs apt-get download / apt-cache (apt), dpkg-deb,
+  # tar, gzip, xz, cpio, readelf (binutils), depmod and modinfo (kmod), flock (util-linux);
+  # nftables drops frames where the kernel has no tc netem (also the uroced loss test,
+  # test/integration/uroced_loss.sh)
+  qemu-system-x86 apt dpkg tar gzip xz-utils cpio binutils kmod util-linux nftables
 )
 
 SUDO=""

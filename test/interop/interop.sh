@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Interop suite: uroced against a Linux Soft-RoCE (rxe) guest booted by ../shared/rig under
-# qemu (TCG). doc/interop.md describes it. For each scenario:
-#   - the rig's network in a netns of our own (uroce-interop-PID-N): bridge rigbr0, the guest's
-#     tap rigtap0, and a veth pair whose one end is a bridge port and whose other end uroced
+# Interop suite: uroced against a Linux Soft-RoCE (rxe) guest booted under qemu (TCG) by the
+# project's rig (test/interop/rig). doc/interop.md describes it. For each scenario:
+#   - the rig's network in a netns of our own (uroce-interop-PID-N): bridge br0, the guest's
+#     tap tap0, and a veth pair whose one end is a bridge port and whose other end uroced
 #     drives with net_af_packet (kernel IPv6 off, no address on it);
 #   - tshark captures UDP 4791 on the bridge (promiscuous: every frame forwarded between ports);
 #   - the guest (10.77.0.11, rxe0) runs the unmodified ibv_rc_pingpong / ibv_uc_pingpong /
@@ -22,44 +22,48 @@
 # through the shim: ibv_rc_pingpong -c and perftest (ib_write_bw, ib_read_bw, ib_send_bw,
 # ib_atomic_bw, ib_write_lat, ib_read_lat, ib_send_lat) against the same tools in the guest.
 #
-# Usage: interop.sh UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY RIG_DIR [SHIM_DIR]
-# Environment: UROCE_INTEROP_CACHE   the guest image cache (default /tmp/uroce-interop-cache;
-#                                     built with RIG_DIR/build-initramfs.sh when missing)
+# Usage: interop.sh UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY [SHIM_DIR]
+# Environment: UROCE_INTEROP_CACHE   the guest image (default /tmp/uroce-interop-image; built by
+#                                     rig/build-image.sh when missing or made by another version)
 #              UROCE_INTEROP_SCENARIOS  default "mtu1500 mtu4200 loss"
 #              UROCE_INTEROP_PP_1500 / _PP_4200 / _PP_LOSS  a scenario's pingpong runs (rxe_peer)
 #              UROCE_INTEROP_SHIM_1500 / _SHIM_4200 / _SHIM_LOSS  its runs through the verbs shim
 #              UROCE_INTEROP_DAEMON_NICE  uroced's nice level (default 0); the guest's qemu:
-#                                    UROCE_INTEROP_QEMU_NICE (tcg-barriers/, default 0)
+#                                    UROCE_INTEROP_QEMU_NICE (boot-guest.sh -N, default 0)
 #              UROCE_INTEROP_ITERS   pingpong iterations (default 50)
 #              UROCE_INTEROP_PT_BW_ITERS / _PT_LAT_ITERS  perftest -n (default 100 / 100)
 #              UROCE_INTEROP_KEEP=1  keep the work directory (logs, captures)
 #              UROCE_INTEROP_BUDGET  seconds for all scenarios together (default 900); every
 #                                    guest, tool and wait is cut to what is left of it, and a
 #                                    scenario that starts with less than 90 s left fails at once
+# Each scenario prints a line when it starts and when it ends (with its time and results), and
+# the run ends with a summary of them.
 # Needs root. Every wait is bounded; everything it creates is removed on exit, by PID / name.
 set -uo pipefail
 
-if [ $# -ne 6 ] && [ $# -ne 7 ]; then
-  echo "usage: $0 UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY RIG_DIR [SHIM_DIR]"
+if [ $# -ne 5 ] && [ $# -ne 6 ]; then
+  echo "usage: $0 UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY [SHIM_DIR]"
   exit 2
 fi
-UROCED=$1 PCAP_CHECK=$2 STAT=$3 PEER=$4 CHECK_CAPTURE=$5 RIG=$6 SHIM=${7:-}
-TCG_WRAP=$(cd "$(dirname "$0")/tcg-barriers" && pwd)
+UROCED=$1 PCAP_CHECK=$2 STAT=$3 PEER=$4 CHECK_CAPTURE=$5 SHIM=${6:-}
+RIG=$(cd "$(dirname "$0")/rig" && pwd)
 PT_BW_ITERS=${UROCE_INTEROP_PT_BW_ITERS:-100}
 PT_LAT_ITERS=${UROCE_INTEROP_PT_LAT_ITERS:-100}
-CACHE=${UROCE_INTEROP_CACHE:-/tmp/uroce-interop-cache}
+CACHE=${UROCE_INTEROP_CACHE:-/tmp/uroce-interop-image}
 SCENARIOS=${UROCE_INTEROP_SCENARIOS:-mtu1500 mtu4200 loss}
 ITERS=${UROCE_INTEROP_ITERS:-50}
 BUDGET=${UROCE_INTEROP_BUDGET:-900}
 DAEMON_NICE=${UROCE_INTEROP_DAEMON_NICE:-0}
+QEMU_NICE=${UROCE_INTEROP_QEMU_NICE:-0}
 case $BUDGET in '' | *[!0-9]*) echo "FAIL: UROCE_INTEROP_BUDGET '$BUDGET' is not a number of seconds"; exit 2 ;; esac
-DEADLINE=$(($(date +%s) + BUDGET))
+T0=$(date +%s)
+DEADLINE=$((T0 + BUDGET))
 
 if [ "$(id -u)" != 0 ]; then
   echo "FAIL: the interop suite needs root (network namespaces, taps, qemu); CI runs as root"
   exit 1
 fi
-for t in ip tc tshark qemu-system-x86_64 timeout python3 apt-get dpkg-deb xz readelf depmod; do
+for t in ip tc nft tshark qemu-system-x86_64 timeout python3; do
   command -v "$t" >/dev/null || {
     echo "FAIL: '$t' not found (scripts/install-deps.sh installs it)"
     exit 1
@@ -69,18 +73,19 @@ if [ -n "$SHIM" ] && [ ! -e "$SHIM/libibverbs.so.1" ]; then
   echo "FAIL: no libibverbs.so.1 in $SHIM (the verbs shim)"
   exit 1
 fi
-for f in build-initramfs.sh net-setup.sh boot-guest.sh; do
-  [ -x "$RIG/$f" ] || { echo "FAIL: $RIG/$f not found (the rig lives in ../shared/rig)"; exit 1; }
+for f in build-image.sh netns.sh boot-guest.sh; do
+  [ -x "$RIG/$f" ] || { echo "FAIL: $RIG/$f not found or not executable (part of the source tree)"; exit 1; }
 done
 
 ID=$$
 WORK=$(mktemp -d /tmp/uroce-interop-XXXXXX)
-FAILS=0
-NS="" UPID="" TSPID="" GPID="" SHARE=""
+FAILS=0 PASSES=0
+NS="" UPID="" TSPID="" GPID=""
 GUEST_IP=10.77.0.11 UROCE_IP=10.77.0.2 HOST_IP=10.77.0.1
 
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-pass() { echo "ok: $*"; }
+pass() { echo "ok: $*"; PASSES=$((PASSES + 1)); }
+since() { echo $(($(date +%s) - $1)); }  # since T: seconds from T to now
 # bounded SECS: SECS, or what is left of the budget if that is less (at least 5 s)
 bounded() {
   local left=$((DEADLINE - $(date +%s)))
@@ -107,17 +112,13 @@ stop_pid() {  # stop_pid PID SIGNAL SECONDS: signal, wait (bounded), SIGKILL; st
 }
 
 teardown() {  # everything one scenario created
-  # boot-guest.sh runs qemu in the foreground under `timeout`: signal that child (timeout
-  # passes the signal on to qemu), then boot-guest.sh itself.
-  [ -n "$GPID" ] && pkill -TERM -P "$GPID" 2>/dev/null
+  # boot-guest.sh passes TERM on to its qemu and waits for it.
   [ -n "$GPID" ] && stop_pid "$GPID" TERM 10
   [ -n "$TSPID" ] && stop_pid "$TSPID" TERM 10
   [ -n "$UPID" ] && stop_pid "$UPID" TERM 20
   GPID="" TSPID="" UPID=""
-  [ -n "$NS" ] && "$RIG/net-setup.sh" down "$NS" >/dev/null 2>&1
+  [ -n "$NS" ] && "$RIG/netns.sh" down "$NS" >/dev/null 2>&1
   NS=""
-  [ -n "$SHARE" ] && case $SHARE in /tmp/rig-share.*) rm -rf "$SHARE" ;; esac
-  SHARE=""
   rm -rf "/var/run/dpdk/uroce-interop-$ID"
 }
 cleanup() {
@@ -131,17 +132,12 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-# --- the guest image (cached; the CI machine builds it on every run)
-if [ ! -s "$CACHE/initramfs.cpio.gz" ] || [ ! -s "$CACHE/vmlinuz" ]; then
-  echo "building the guest image in $CACHE (apt-get download + extraction, ~30-60 s)"
-  mkdir -p "$CACHE"
-  if ! timeout "$(bounded 900)" "$RIG/build-initramfs.sh" "$CACHE" >"$WORK/build-initramfs.log" 2>&1; then
-    tail -20 "$WORK/build-initramfs.log"
-    echo "FAIL: building the guest image failed (log above)"
-    FAILS=1
-    exit 1
-  fi
-  grep '^\[build\]' "$WORK/build-initramfs.log"
+# --- the guest image: built once into CACHE, rebuilt only when rig/build-image.sh changed
+echo "=== guest image in $CACHE (a first build downloads ~80 MB and takes about a minute)"
+if ! timeout "$(bounded 900)" env -u LD_LIBRARY_PATH -u LD_PRELOAD "$RIG/build-image.sh" "$CACHE" 2>&1; then
+  echo "FAIL: building the guest image failed (output above)"
+  FAILS=1
+  exit 1
 fi
 
 # The tool a run names, with its arguments (both sides use the same ones; -d only in the guest):
@@ -290,14 +286,14 @@ scenario() {  # scenario NAME ETH_MTU LOSS(0|1) RUNS (TYPE:SIZE ...)
   if [ "$mtu" -ge 4200 ]; then pmtu=4096; else pmtu=1024; fi
   SLOG=$WORK/$name.log
   NS=uroce-interop-$ID-$name
-  echo "=== scenario $name: Ethernet MTU $mtu, path MTU $pmtu, loss $loss, runs: $runs ($ITERS iterations each)"
+  echo "    Ethernet MTU $mtu, path MTU $pmtu, loss $loss, runs: $runs ($ITERS iterations each)"
   if [ $((DEADLINE - $(date +%s))) -lt 90 ]; then
     fail "$name: not run, less than 90 s of the ${BUDGET} s budget left (UROCE_INTEROP_BUDGET)"
     return
   fi
-  if ! "$RIG/net-setup.sh" up "$NS" 1 "$mtu" >"$WORK/$name-net.log" 2>&1; then
+  if ! "$RIG/netns.sh" up "$NS" "$mtu" 1 >"$WORK/$name-net.log" 2>&1; then
     cat "$WORK/$name-net.log"
-    fail "$name: net-setup.sh up"
+    fail "$name: netns.sh up"
     return
   fi
   # uroced's port: a veth whose peer is a bridge port. No address, no IPv6 on uroced's end.
@@ -305,7 +301,7 @@ scenario() {  # scenario NAME ETH_MTU LOSS(0|1) RUNS (TYPE:SIZE ...)
   $X link add uro0 type veth peer name uro0br &&
     ip netns exec "$NS" sysctl -qw net.ipv6.conf.uro0.disable_ipv6=1 &&
     $X link set uro0 mtu "$mtu" up &&
-    $X link set uro0br mtu "$mtu" master rigbr0 up || {
+    $X link set uro0br mtu "$mtu" master br0 up || {
     fail "$name: veth setup"
     return
   }
@@ -314,11 +310,11 @@ scenario() {  # scenario NAME ETH_MTU LOSS(0|1) RUNS (TYPE:SIZE ...)
     # it (frames leaving the bridge towards the guest and towards uroced); otherwise (kernels
     # without CONFIG_NET_SCH_NETEM, as this project's CI VMs) nftables on the bridge's forward
     # hook with a random number per frame.
-    if tc -n "$NS" qdisc add dev rigtap0 root netem loss 1% 2>/dev/null &&
+    if tc -n "$NS" qdisc add dev tap0 root netem loss 1% 2>/dev/null &&
       tc -n "$NS" qdisc add dev uro0br root netem loss 1%; then
-      echo "loss: tc netem loss 1% on rigtap0 and uro0br"
+      echo "loss: tc netem loss 1% on tap0 and uro0br"
     else
-      tc -n "$NS" qdisc del dev rigtap0 root 2>/dev/null
+      tc -n "$NS" qdisc del dev tap0 root 2>/dev/null
       if ip netns exec "$NS" nft -f - <<'NFT'
 table bridge uroce_loss {
   chain forward {
@@ -335,7 +331,7 @@ NFT
       fi
     fi
   fi
-  ip netns exec "$NS" tshark -q -n -i rigbr0 -f 'udp port 4791' -F pcap -w "$WORK/$name.pcap" \
+  ip netns exec "$NS" tshark -q -n -i br0 -f 'udp port 4791' -F pcap -w "$WORK/$name.pcap" \
     >"$WORK/$name-tshark.log" 2>&1 &
   TSPID=$!
   dev="net_af_packet0,iface=uro0"
@@ -368,10 +364,11 @@ EOF
   grep -q "Capturing on" "$WORK/$name-tshark.log" || fail "$name: tshark did not start capturing"
 
   guest_script "$pmtu" $runs >"$WORK/$name-guest.sh"
-  # qemu through tcg-barriers/: TCG keeps the guest's memory barriers (qemu < 8.1 drops them
-  # with one CPU, and the guest's NIC can then stop transmitting for good: doc/interop.md).
-  PATH="$TCG_WRAP:$PATH" "$RIG/boot-guest.sh" -k "$CACHE" -n "$NS" -t rigtap0 -i "$GUEST_IP/24" -m "$mtu" \
-    -s "$WORK/$name-guest.sh" -T "$(bounded 600)" >"$WORK/$name-guest.log" 2>&1 &
+  echo "    [$(since "$T0") s] guest booting (log: $WORK/$name-guest.log)"
+  # Without the shim: qemu links libibverbs, and meson's LD_LIBRARY_PATH would give it ours.
+  env -u LD_LIBRARY_PATH -u LD_PRELOAD "$RIG/boot-guest.sh" -k "$CACHE" -n "$NS" -t tap0 \
+    -a "$GUEST_IP/24" -m "$mtu" -N "$QEMU_NICE" \
+    -d "$WORK/$name-share" -s "$WORK/$name-guest.sh" -T "$(bounded 600)" >"$WORK/$name-guest.log" 2>&1 &
   GPID=$!
 
   # The host side, in the order the guest runs its tools. RC / UC PSNs start just below 2^24.
@@ -418,16 +415,15 @@ EOF
   stop_pid "$GPID" TERM 5
   grc=$STOP_RC
   GPID=""
-  SHARE=$(sed -n 's/^\[host\] share=\([^ ]*\) .*/\1/p' "$WORK/$name-guest.log" | head -1)
   if [ "$grc" = 0 ]; then
     pass "$name: every guest tool exited 0"
   else
     fail "$name: guest script exit $grc"
     grep -E '^== |Failed|Couldn|error' "$WORK/$name-guest.log" | head -30
   fi
-  # tcg-barriers/ in effect (-smp 1,maxcpus=2): without it the guest's NIC can stall for good.
+  # boot-guest.sh's -smp 1,maxcpus=2 in effect: without it the guest's NIC can stall for good.
   grep -q '^possible CPUs: 0-1' "$WORK/$name-guest.log" ||
-    fail "$name: the guest's qemu did not get -smp 1,maxcpus=2 from tcg-barriers/ (doc/interop.md)"
+    fail "$name: the guest's qemu did not run with -smp 1,maxcpus=2 (rig/boot-guest.sh, doc/interop.md)"
 
   # rxe drops frames it rejects without a counter: every UDP datagram the guest delivered
   # must have been accepted by rxe (rcvd_pkts).
@@ -516,14 +512,29 @@ SHIM_LOSS=${UROCE_INTEROP_SHIM_LOSS:-pt-write_bw:65536 pt-read_bw:65536 pt-send_
 PP_1500=${UROCE_INTEROP_PP_1500-rc:4096 rc:1 uc:3000 ud:1024}
 PP_4200=${UROCE_INTEROP_PP_4200-rc:10000 uc:9000 ud:4096}
 PP_LOSS=${UROCE_INTEROP_PP_LOSS-rc:4096 rc:20000}
-T0=$(date +%s)
+# run_scenario NAME ETH_MTU LOSS RUNS: scenario with its start and end lines (elapsed time,
+# results), torn down whichever way it ended; one line of the final summary.
+SUMMARY=()
+run_scenario() {
+  local name=$1 t fails0=$FAILS passes0=$PASSES
+  t=$(date +%s)
+  echo "=== [$(since "$T0") s] scenario $name starts ($(date -u +%H:%M:%S) UTC)"
+  scenario "$@"
+  teardown
+  local f=$((FAILS - fails0)) p=$((PASSES - passes0)) verdict=ok
+  [ "$f" -eq 0 ] || verdict=FAILED
+  echo "=== [$(since "$T0") s] scenario $name ends after $(since "$t") s: $verdict, $p checks passed, $f failed"
+  SUMMARY+=("$(printf '%-8s %-6s %4d s  %3d passed  %3d failed' "$name" "$verdict" "$(since "$t")" "$p" "$f")")
+}
 for s in $SCENARIOS; do
   case $s in
-    mtu1500) scenario mtu1500 1500 0 "$(echo $PP_1500 ${SHIM:+$SHIM_1500})" ;;
-    mtu4200) scenario mtu4200 4200 0 "$(echo $PP_4200 ${SHIM:+$SHIM_4200})" ;;
-    loss) scenario loss 1500 1 "$(echo $PP_LOSS ${SHIM:+$SHIM_LOSS})" ;;
+    mtu1500) run_scenario mtu1500 1500 0 "$(echo $PP_1500 ${SHIM:+$SHIM_1500})" ;;
+    mtu4200) run_scenario mtu4200 4200 0 "$(echo $PP_4200 ${SHIM:+$SHIM_4200})" ;;
+    loss) run_scenario loss 1500 1 "$(echo $PP_LOSS ${SHIM:+$SHIM_LOSS})" ;;
     *) fail "unknown scenario '$s'" ;;
   esac
 done
-echo "interop: $FAILS failure(s) in $(($(date +%s) - T0)) s"
+echo "=== interop summary (budget $BUDGET s, image $CACHE)"
+printf '    %s\n' "${SUMMARY[@]}"
+echo "interop: $FAILS failure(s), $PASSES checks passed in $(since "$T0") s"
 [ "$FAILS" -eq 0 ]

@@ -115,8 +115,12 @@ void EngineCore::completer_rx(Qp &qp, const wire::ParsedPacket &p) noexcept {
   // Only PSNs in the outstanding window [comp_psn - 1, sent_psn) mean anything. sent_psn, not
   // req_psn: after a go-back-N rewind, responses to the first transmission are still on the
   // way (a late ACK after the local ACK timeout, a second NAK), and they are valid responses.
-  if (psn_diff(psn, qp.sent_psn) >= 0 || psn_diff(psn, qp.comp_psn) < -1) {
+  if (psn_diff(psn, qp.sent_psn) >= 0) {
     ++ctr_.drops[static_cast<size_t>(DropReason::kBadResponse)];
+    return;
+  }
+  if (psn_diff(psn, qp.comp_psn) < -1) {  // a late answer to a request resent and completed
+    ++ctr_.drops[static_cast<size_t>(DropReason::kDuplicate)];
     return;
   }
   const uint8_t syn = (p.op->mask & wire::kMaskAeth) ? p.aeth()->syndrome() : 0;

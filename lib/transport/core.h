@@ -65,7 +65,7 @@ enum class DropReason : uint8_t {
   kSequence,     // PSN out of sequence (UC) or beyond ePSN (RC, after the one NAK)
   kDuplicate,    // duplicate without a resource to answer it
   kResource,     // UD/UC: no receive WQE; or response queue full
-  kBadResponse,  // response that matches nothing outstanding
+  kBadResponse,  // response for a PSN never sent
   kLength,       // UD/UC length errors
   kCount
 };

@@ -397,6 +397,42 @@ TEST_F(ErrTest, AckArrivingAfterTheRewindCompletesTheMessageBeingResent) {
   EXPECT_EQ(wa[0].status, WcStatus::kSuccess);
 }
 
+// A response older than everything outstanding (its request was resent, answered and
+// completed before this first answer arrived, as a slow peer under loss does) is a duplicate,
+// which the interop loss scenario expects, not a response for a PSN never sent.
+TEST_F(ErrTest, LateAnswerToACompletedRequestIsADuplicate) {
+  connect(RcParams{});
+  fill_pattern(a.at(0), 4096, 5);
+  std::vector<uint8_t> held;
+  test::Faults f;
+  f.filter = [&](const uint8_t *fr, uint32_t len) {
+    if (held.empty() && opcode_of(fr, len) == wire::op::kRcAck) {
+      held.assign(fr, fr + len);
+      return test::Action::kDrop;
+    }
+    return test::Action::kPass;
+  };
+  net->link.set_faults(*net->node(1).ep, *net->node(0).ep, f);
+  std::vector<Wc> wa, wb;
+  for (uint64_t id = 1; id <= 2; ++id) {  // the first completes after a resend
+    ASSERT_EQ(net->e(1).post_recv(qb, make_recv(id, b, 0, 4096)), 0);
+    ASSERT_EQ(net->e(0).post_send(qa, make_wr(id, WrOpcode::kSend, a, 0, 4096)), 0);
+    ASSERT_TRUE(net->wait_wc(0, wa, id));
+    ASSERT_TRUE(net->wait_wc(1, wb, id));
+  }
+  ASSERT_FALSE(held.empty());
+  EXPECT_EQ(net->e(0).qp_counters(qa)->retransmits, 1u);
+  const uint64_t dup = net->e(0).counters().drop(DropReason::kDuplicate);
+  net->e(0).rx(held.data(), static_cast<uint32_t>(held.size()));
+  EXPECT_EQ(net->e(0).counters().drop(DropReason::kBadResponse), 0u);
+  EXPECT_EQ(net->e(0).counters().drop(DropReason::kDuplicate), dup + 1);
+  ASSERT_EQ(net->e(1).post_recv(qb, make_recv(3, b, 0, 4096)), 0);
+  ASSERT_EQ(net->e(0).post_send(qa, make_wr(3, WrOpcode::kSend, a, 0, 4096)), 0);
+  ASSERT_TRUE(net->wait_wc(0, wa, 3));
+  for (const Wc &w : wa)
+    EXPECT_EQ(w.status, WcStatus::kSuccess);
+}
+
 TEST_F(ErrTest, PsnWrapsAt2To24) {
   UROCE_SEED(seed, 24);
   RcParams p;

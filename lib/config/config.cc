@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "config/config.h"
 
+#include "config/cc_config.h"
+
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -16,8 +18,8 @@ namespace uroce::config {
 namespace {
 
 struct Entry {
-  std::string section;  // "eal", "daemon", "port"
-  std::string port;     // port name for section "port"
+  std::string section;  // "eal", "daemon", "port", "cc"
+  std::string port;     // port name for section "port" (and "cc" of one port; empty: [cc])
   std::string key;
   std::string value;
   std::string where;  // "file:line" or "--set #N"
@@ -27,8 +29,14 @@ struct Entry {
   throw ConfigError(where + ": " + msg);
 }
 
+std::string section_label(const Entry &e) {
+  if (e.section == "port") return "[port " + e.port + "]";
+  if (e.section == "cc" && !e.port.empty()) return "[cc " + e.port + "]";
+  return "[" + e.section + "]";
+}
+
 [[noreturn]] void fail_key(const Entry &e, const std::string &msg) {
-  std::string sect = e.section == "port" ? "[port " + e.port + "]" : "[" + e.section + "]";
+  const std::string sect = section_label(e);
   fail(e.where, "key '" + e.key + "' in " + sect + ": " + msg);
 }
 
@@ -78,6 +86,8 @@ const KeyInfo *find_key(std::string_view section, std::string_view key) {
   if (section == "eal") return look(kEalKeys);
   if (section == "daemon") return look(kDaemonKeys);
   if (section == "port") return look(kPortKeys);
+  static constexpr KeyInfo kCcKey{"cc", false};
+  if (section == "cc" && detail::is_cc_key(key)) return &kCcKey;
   return nullptr;
 }
 
@@ -92,6 +102,7 @@ std::string known_keys(std::string_view section) {
   if (section == "eal") add(kEalKeys);
   if (section == "daemon") add(kDaemonKeys);
   if (section == "port") add(kPortKeys);
+  if (section == "cc") out = detail::cc_known_keys();
   return out;
 }
 
@@ -221,7 +232,8 @@ bool parse_bool(const Entry &e) {
 
 // Reads the file's lines into entries; checks syntax, sections, keys and duplicates.
 void read_file_entries(std::string_view text, std::string_view filename,
-                       std::vector<Entry> *entries, std::vector<Entry> *port_sections) {
+                       std::vector<Entry> *entries, std::vector<Entry> *port_sections,
+                       std::vector<Entry> *cc_sections) {
   std::string section;
   std::string port;
   std::map<std::string, std::string> port_where;    // port name -> where declared
@@ -260,9 +272,16 @@ void read_file_entries(std::string_view text, std::string_view filename,
         section = "port";
         port = name;
         port_sections->push_back(Entry{section, port, "", "", where});
+      } else if (kind == "cc") {  // [cc]: every port; [cc NAME]: port NAME, on top of [cc]
+        if (!name.empty() && !valid_port_name(name))
+          fail(where,
+               "bad port name '" + std::string(name) + "' (1-32 characters of A-Z a-z 0-9 _ -)");
+        section = "cc";
+        port = name;
+        cc_sections->push_back(Entry{section, port, "", "", where});
       } else {
-        fail(where,
-             "unknown section [" + std::string(inner) + "] (known: [eal], [daemon], [port NAME])");
+        fail(where, "unknown section [" + std::string(inner) +
+                        "] (known: [eal], [daemon], [port NAME], [cc], [cc PORT])");
       }
       continue;
     }
@@ -308,8 +327,13 @@ void apply_overrides(const std::vector<std::string> &overrides, std::vector<Entr
         fail(where, "bad port name '" + port + "' (1-32 characters of A-Z a-z 0-9 _ -)");
     } else if (sect == "port") {
       fail(where, "port keys are set as port.NAME.key=value");
-    } else if (sect != "eal" && sect != "daemon") {
-      fail(where, "unknown section '" + sect + "' (known: eal, daemon, port.NAME)");
+    } else if (sect.rfind("cc.", 0) == 0) {
+      port = sect.substr(3);
+      sect = "cc";
+      if (!valid_port_name(port))
+        fail(where, "bad port name '" + port + "' (1-32 characters of A-Z a-z 0-9 _ -)");
+    } else if (sect != "eal" && sect != "daemon" && sect != "cc") {
+      fail(where, "unknown section '" + sect + "' (known: eal, daemon, port.NAME, cc, cc.PORT)");
     }
     Entry e{sect, port, key, value, where};
     const KeyInfo *ki = find_key(sect, key);
@@ -391,8 +415,8 @@ uint32_t PortConfig::ib_mtu() const {
 Config parse(std::string_view text, std::string_view filename,
              const std::vector<std::string> &overrides) {
   std::vector<Entry> entries;
-  std::vector<Entry> port_sections;
-  read_file_entries(text, filename, &entries, &port_sections);
+  std::vector<Entry> port_sections, cc_sections;
+  read_file_entries(text, filename, &entries, &port_sections, &cc_sections);
   apply_overrides(overrides, &entries, &port_sections);
 
   Config cfg;
@@ -403,8 +427,11 @@ Config parse(std::string_view text, std::string_view filename,
     cfg.ports.push_back(std::move(p));
   }
   std::map<std::string, const Entry *> mtu_entry, device_entry, ibdev_entry, socket_entry;
+  std::map<std::string, std::vector<detail::CcItem>> cc_items;  // port name ("": [cc]) -> items
   for (const Entry &e : entries) {
-    if (e.section == "eal") {  // args
+    if (e.section == "cc") {
+      cc_items[e.port].push_back(detail::CcItem{e.key, e.value, e.where, section_label(e)});
+    } else if (e.section == "eal") {  // args
       std::istringstream in(e.value);
       std::string tok;
       size_t n = 0;
@@ -479,6 +506,23 @@ Config parse(std::string_view text, std::string_view filename,
       }
     }
   }
+
+  // Congestion control: [cc] for every port, then each port's [cc NAME] on top.
+  detail::apply_cc_items(cc_items[""], &cfg.cc);
+  for (PortConfig &pm : cfg.ports) {
+    pm.cc = cfg.cc;
+    detail::apply_cc_items(cc_items[pm.name], &pm.cc);
+  }
+  auto has_port = [&](const std::string &n) {
+    return std::any_of(cfg.ports.begin(), cfg.ports.end(),
+                       [&](const PortConfig &p) { return p.name == n; });
+  };
+  for (const Entry &cs : cc_sections)
+    if (!cs.port.empty() && !has_port(cs.port))
+      fail(cs.where, "section [cc " + cs.port + "] names no port (no [port " + cs.port + "])");
+  for (const Entry &e : entries)
+    if (e.section == "cc" && !e.port.empty() && !has_port(e.port))
+      fail_key(e, "no port named '" + e.port + "'");
 
   // Whole-config checks.
   std::map<std::string, std::string> addr_owner;  // address text -> where

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "transport/dcqcn_params.h"
+
 namespace uroce::config {
 
 class ConfigError : public std::runtime_error {
@@ -35,6 +37,13 @@ inline constexpr uint32_t kMaxMtu = 9600;  // common jumbo limit of NICs and swi
 inline constexpr uint32_t kIpv6MinMtu = 1280;
 inline constexpr uint32_t kMinIdleSleepUs = 10;  // shortest idle nap (daemon.idle_sleep_us)
 
+// Congestion control ([cc], [cc PORT]; doc/config.md, doc/congestion.md).
+enum class CcAlgorithm : uint8_t { kNone, kDcqcn };
+struct CcConfig {
+  CcAlgorithm algorithm = CcAlgorithm::kNone;
+  transport::DcqcnParams dcqcn;  // ConnectX defaults unless preset / keys say otherwise
+};
+
 struct PortConfig {
   std::string name;
   std::string device;  // PCI address or vdev string
@@ -49,6 +58,7 @@ struct PortConfig {
   // Control socket of this port's verbs device (each port is one device, as rxe makes one per
   // netdev). Default: daemon.socket for the first port, daemon.socket + "." + ibdev for others.
   std::string socket;
+  CcConfig cc;        // [cc] with this port's [cc NAME] applied on top
   std::string where;  // where the section was opened, for later error messages
 
   bool device_is_pci() const;  // "0000:03:00.0" or "03:00.0"
@@ -69,6 +79,7 @@ struct Config {
   std::vector<std::string> eal_args;
   std::vector<PortConfig> ports;
   DaemonConfig daemon;
+  CcConfig cc;  // [cc] alone (each port's own is in PortConfig::cc)
 };
 
 // The IB path MTU rxe derives from a netdev MTU (rxe_loc.h eth_mtu_int_to_enum): the largest

@@ -456,6 +456,10 @@ void EngineCore::on_timer(TimerNode *t) noexcept {
     retransmit_timeout(qp);
   else if (t->kind == kTimerRnr)
     rnr_timer_expired(qp);
+  else if (t->kind == kTimerCc)
+    cc_timer(qp);
+  else if (t->kind == kTimerPace)
+    activate(qp);
 }
 
 }  // namespace uroce::transport

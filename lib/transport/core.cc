@@ -241,6 +241,7 @@ void EngineCore::enter_error(Qp &qp) noexcept {
   qp.state = QpState::kErr;
   wheel_.cancel(&qp.retrans_timer);
   wheel_.cancel(&qp.rnr_timer);
+  cc_stop(qp);
   qp.rnr_wait = false;
   flush_send_queue(qp);
   flush_recv_queue(qp);

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "transport/cq.h"
+#include "transport/dcqcn_params.h"
 #include "transport/mr.h"
 #include "transport/qp.h"
 #include "transport/timer.h"
@@ -51,6 +52,9 @@ struct EngineConfig {
   uint32_t ack_req_every = 64;        // set AckReq at least every N packets of a long message
   uint32_t loss_window = 8;           // RC PSNs in flight right after a loss (0: no loss window)
   uint64_t timer_tick_ns = 1024;
+  // DCQCN reaction point per RC / UC QP (cc.cc); null: off. Must outlive the engine.
+  const DcqcnParams *dcqcn = nullptr;
+  double line_rate_mbps = 100000;  // the rate an unthrottled QP sends at
   CcHooks hooks;
 };
 
@@ -158,6 +162,11 @@ class EngineCore {
     return valid_srq(srq) ? srqs_[srq - 1].rq.count() : 0;
   }
   uint32_t active_qps() const noexcept { return active_count_; }
+  // A QP's DCQCN reaction point (cc.cc; at line rate without cfg.dcqcn); null if unknown QPN.
+  const DcqcnRp *qp_rp(uint32_t qpn) const noexcept {
+    const Qp *q = find_qp(qpn);
+    return q ? &q->rp : nullptr;
+  }
   // Earliest time a timer may fire (UINT64_MAX if none): lets a test advance its fake clock.
   uint64_t next_timer_ns() const noexcept { return wheel_.next_expiry_hint(); }
   // Bytes a QP with this init attr occupies while idle (tables + its queues).
@@ -296,6 +305,19 @@ class EngineCore {
   }
 
   uint32_t credits_code(const Qp &qp) const noexcept;
+
+  // ---- DCQCN glue (cc.cc) ----
+  // Frame bytes charged to the pacer and the byte counter for a payload of `plen`.
+  static constexpr uint32_t kPaceOverhead = 64;
+  void cc_init_qp(Qp &qp) noexcept;  // create_qp: timer identities, RP at line rate
+  void cc_stop(Qp &qp) noexcept;     // reset / error / destroy: timers off, unpaced
+  void cc_cnp(Qp &qp) noexcept;      // a CNP for the QP arrived
+  void cc_timer(Qp &qp) noexcept;
+  // Requester of a paced QP: may a frame of `bytes` leave now? If not, a timer re-activates
+  // the QP when it may. cc_sent charges a sent frame.
+  bool cc_may_send(Qp &qp, uint32_t bytes) noexcept;
+  void cc_sent(Qp &qp, uint32_t bytes) noexcept;
+  void cc_apply(Qp &qp) noexcept;  // the pacer follows the RP's rate; its deadline re-armed
 
   EngineConfig cfg_;
   EngineCounters ctr_;

@@ -69,6 +69,7 @@ uint32_t EngineCore::create_qp(const QpInitAttr &init) {
     q.retrans_timer.kind = kTimerRetransmit;
     q.rnr_timer.qp_index = i;
     q.rnr_timer.kind = kTimerRnr;
+    cc_init_qp(q);
     q.in_use = true;
     q.qpn = cfg_.qpn_base + i;
     q.type = init.qp_type;
@@ -106,6 +107,7 @@ int EngineCore::destroy_qp(uint32_t qpn) noexcept {
   if (!q) return EINVAL;
   wheel_.cancel(&q->retrans_timer);
   wheel_.cancel(&q->rnr_timer);
+  cc_stop(*q);
   deactivate(*q);
   pds_.unref(q->pd);
   --cqs_[q->send_cq - 1].refs;
@@ -174,6 +176,7 @@ int EngineCore::modify_qp(uint32_t qpn, const QpAttr &attr, uint32_t mask) noexc
       // Back to a blank QP: WQEs are discarded without completions (IBTA 10.3.1.1).
       wheel_.cancel(&q.retrans_timer);
       wheel_.cancel(&q.rnr_timer);
+      cc_stop(q);
       deactivate(q);
       const uint32_t sq_depth = q.cap.max_send_wr;
       q.sq.init(sq_depth, q.cap.max_send_sge, q.cap.max_inline_data);

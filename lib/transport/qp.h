@@ -12,7 +12,9 @@
 #include <memory>
 
 #include "transport/ack_queue.h"
+#include "transport/dcqcn.h"
 #include "transport/hdr_template.h"
+#include "transport/pacer.h"
 #include "transport/timer.h"
 #include "transport/verbs_types.h"
 #include "transport/wq.h"
@@ -23,6 +25,8 @@ namespace uroce::transport {
 enum TimerKind : uint32_t {
   kTimerRetransmit = 1,  // local ACK timeout (IBTA 9.7.6.1.3)
   kTimerRnr = 2,         // RNR NAK wait (IBTA 9.7.5.2.8)
+  kTimerCc = 3,          // DCQCN reaction point deadline (cc.cc)
+  kTimerPace = 4,        // a paced QP may send again (cc.cc)
 };
 
 struct QpTimer : TimerNode {
@@ -74,6 +78,7 @@ struct alignas(64) Qp {
   bool sq_sig_all = false;
   bool resp_in_msg = false;    // a multi-packet SEND / WRITE is in progress
   bool resp_nak_sent = false;  // a PSN sequence error NAK is outstanding (one per gap)
+  bool paced = false;          // DCQCN throttles the QP: the requester asks the pacer (cc.cc)
   QpType type = QpType::kRc;
   QpState state = QpState::kReset;
   uint32_t index = 0;
@@ -148,6 +153,10 @@ struct alignas(64) Qp {
   // congestion hooks
   bool cnp_ever = false;
   uint64_t last_cnp_ns = 0;
+  // DCQCN reaction point and pacer (cc.cc); used only when EngineConfig::dcqcn is set
+  DcqcnRp rp;
+  Pacer pacer;
+  QpTimer cc_timer, pace_timer;
 
   QpTimer rnr_timer;
   QpCounters stats;

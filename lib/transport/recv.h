@@ -73,6 +73,7 @@ void Engine<Port, Clk>::rx(const uint8_t *frame, uint32_t len, uint64_t now_ns) 
 template <TxPort Port, Clock Clk>
 void Engine<Port, Clk>::rx_cnp(Qp &qp) noexcept {
   ++qp.stats.cnp_rcvd;
+  cc_cnp(qp);
   if (cfg_.hooks.on_cnp_received) cfg_.hooks.on_cnp_received(cfg_.hooks.ctx, qp.qpn, now_);
 }
 

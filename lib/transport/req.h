@@ -140,6 +140,10 @@ uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_fu
         const uint32_t left = w->length - off;
         const uint32_t plen = rd_atomic ? 0 : (left < qp.mtu ? left : qp.mtu);
         const bool last = rd_atomic || left <= qp.mtu;
+        if (qp.paced && !cc_may_send(qp, plen + kPaceOverhead)) {  // DCQCN pacing (cc.cc)
+          st = ReqState::kStop;
+          break;
+        }
         if (first) {
           // A fresh start assigns the PSN range; a resumed WQE (go-back-N) keeps it.
           const uint32_t npk = w->opcode == WrOpcode::kRdmaRead
@@ -277,6 +281,7 @@ uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_fu
         }
         ++sent;
         ++qp.stats.tx_pkts;
+        if (qp.paced) cc_sent(qp, plen + kPaceOverhead);
         if (rd_atomic) {
           qp.req_psn = wire::psn_add(w->last_psn, 1);
           w->next_off = w->length;

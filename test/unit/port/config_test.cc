@@ -284,6 +284,69 @@ TEST(Config, OverrideErrors) {
   expect_error(kMinimal, {"--set #1", "'pcap'", "control character"}, {"daemon.pcap=/tmp/a\x7f"});
 }
 
+// [cc] and [cc PORT]: defaults are ConnectX's, preset first, keys on top, a port's section on
+// top of [cc]; --set cc.KEY / cc.PORT.KEY.
+TEST(Config, CongestionControl) {
+  const Config d = parse(kMinimal, "t.conf");
+  EXPECT_EQ(d.cc.algorithm, CcAlgorithm::kNone);
+  EXPECT_EQ(d.ports[0].cc.dcqcn.rpg_time_reset, 300u);
+  EXPECT_EQ(d.ports[0].cc.dcqcn.dce_tcp_g, 1019u);
+  const Config c = parse(
+      "[cc]\nalgorithm = dcqcn\nrpg_ai_rate = 10\npreset = paper\nclamp_tgt_rate = off\n"
+      "[port p0]\ndevice = x\n[port p1]\ndevice = y\n"
+      "[cc p1]\npreset = connectx\nrpg_min_rate = 100\ncnp_dscp = 26\n",
+      "t.conf");
+  EXPECT_EQ(c.cc.algorithm, CcAlgorithm::kDcqcn);
+  EXPECT_EQ(c.cc.dcqcn.rpg_time_reset, 55u);  // the preset, though written after a key
+  EXPECT_EQ(c.cc.dcqcn.rpg_ai_rate, 10u);     // the key wins over the preset
+  EXPECT_FALSE(c.cc.dcqcn.clamp_tgt_rate);
+  EXPECT_EQ(c.ports[0].cc.dcqcn.rpg_ai_rate, 10u);  // [cc] applies to every port
+  EXPECT_EQ(c.ports[0].cc.dcqcn.dce_tcp_g, 1020u);
+  EXPECT_EQ(c.ports[1].cc.algorithm, CcAlgorithm::kDcqcn);  // from [cc]
+  EXPECT_EQ(c.ports[1].cc.dcqcn.rpg_ai_rate, 5u);           // its own preset replaced them
+  EXPECT_EQ(c.ports[1].cc.dcqcn.rpg_time_reset, 300u);
+  EXPECT_EQ(c.ports[1].cc.dcqcn.rpg_min_rate, 100u);
+  EXPECT_EQ(c.ports[1].cc.dcqcn.cnp_dscp, 26);
+  EXPECT_EQ(c.ports[0].cc.dcqcn.cnp_dscp, 48);
+  const Config o = parse(kMinimal, "t.conf",
+                         {"cc.algorithm=dcqcn", "cc.p0.rpg_hai_rate=100", "cc.dce_tcp_rtt=2"});
+  EXPECT_EQ(o.ports[0].cc.algorithm, CcAlgorithm::kDcqcn);
+  EXPECT_EQ(o.ports[0].cc.dcqcn.rpg_hai_rate, 100u);
+  EXPECT_EQ(o.ports[0].cc.dcqcn.dce_tcp_rtt, 2u);
+  EXPECT_EQ(o.cc.dcqcn.rpg_hai_rate, 50u);
+}
+
+TEST(Config, CongestionControlErrors) {
+  const std::string head = std::string(kMinimal) + "[cc]\n";
+  expect_error(head + "algorithm = timely\n", {"t.conf:4", "'algorithm'", "[cc]", "dcqcn or none"});
+  expect_error(head + "preset = fast\n", {"t.conf:4", "'preset'", "connectx or paper"});
+  expect_error(head + "rpg_speed = 1\n", {"t.conf:4", "'rpg_speed'", "unknown key", "rpg_gd"});
+  expect_error(head + "rpg_time_reset = 0\n",
+               {"t.conf:4", "'rpg_time_reset'", "out of range [1, 131071]"});
+  expect_error(head + "rpg_threshold = 32\n", {"t.conf:4", "out of range [1, 31]"});
+  expect_error(head + "rpg_ai_rate = 5M\n", {"t.conf:4", "'rpg_ai_rate'", "bad number '5M'"});
+  expect_error(head + "rpg_hai_rate = 0\n", {"t.conf:4", "out of range"});
+  expect_error(head + "rpg_gd = 16\n", {"t.conf:4", "'rpg_gd'", "out of range [1, 15]"});
+  expect_error(head + "rpg_min_dec_fac = 101\n", {"t.conf:4", "out of range [0, 100]"});
+  expect_error(head + "rpg_min_rate = 0\n", {"t.conf:4", "'rpg_min_rate'", "out of range"});
+  expect_error(head + "dce_tcp_g = 1024\n", {"t.conf:4", "'dce_tcp_g'", "[0, 1023]"});
+  expect_error(head + "dce_tcp_rtt = 0\n", {"t.conf:4", "'dce_tcp_rtt'", "out of range"});
+  expect_error(head + "initial_alpha_value = -1\n", {"t.conf:4", "bad number"});
+  expect_error(head + "rpg_byte_reset = 1073741825\n", {"t.conf:4", "out of range"});
+  expect_error(head + "cnp_dscp = 64\n", {"t.conf:4", "'cnp_dscp'", "[0, 63]"});
+  expect_error(head + "cnp_802p_prio = 8\n", {"t.conf:4", "'cnp_802p_prio'", "[0, 7]"});
+  expect_error(head + "clamp_tgt_rate = 2\n", {"t.conf:4", "'clamp_tgt_rate'", "on or off"});
+  expect_error(head + "rpg_gd = 11\nrpg_gd = 10\n", {"t.conf:5", "duplicate key", "t.conf:4"});
+  expect_error(std::string(kMinimal) + "[cc p0]\nrpg_gd = 99\n",
+               {"t.conf:4", "'rpg_gd'", "[cc p0]", "out of range"});
+  expect_error(std::string(kMinimal) + "[cc p7]\nrpg_gd = 10\n",
+               {"t.conf:3", "[cc p7] names no port"});
+  expect_error(std::string(kMinimal) + "[cc bad.name]\n", {"t.conf:3", "bad port name"});
+  expect_error(kMinimal, {"--set #1", "'rpg_gd'", "out of range"}, {"cc.rpg_gd=0"});
+  expect_error(kMinimal, {"--set #2", "no port named 'p9'"}, {"cc.rpg_gd=10", "cc.p9.rpg_gd=10"});
+  expect_error(kMinimal, {"--set #1", "'mtu'", "unknown key"}, {"cc.mtu=1500"});
+}
+
 TEST(Config, LoadFileMissing) {
   try {
     load_file("/nonexistent/uroced.conf");

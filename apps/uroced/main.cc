@@ -112,6 +112,18 @@ void print_config(const config::Config &c) {
   }
 }
 
+// DCQCN from a port's [cc] (doc/congestion.md): the reaction point and pacer of every QP, and
+// the notification point's CNP interval. With `none` the engine keeps its defaults.
+void apply_cc(const config::CcConfig &cc, transport::EngineConfig *e) {
+  if (cc.algorithm != config::CcAlgorithm::kDcqcn) {
+    e->dcqcn = nullptr;
+    e->cnp_interval_ns = transport::EngineConfig{}.cnp_interval_ns;
+    return;
+  }
+  e->dcqcn = &cc.dcqcn;
+  e->cnp_interval_ns = uint64_t{cc.dcqcn.min_time_between_cnps} * 1000;
+}
+
 // Capture ring of each worker >= 1 (only with daemon.pcap): about 16 000 frames of 1 KiB, the
 // slack for main's drain (every loop iteration) falling behind (doc/uroced.md, Capture).
 constexpr size_t kCaptureRingBytes = size_t{16} << 20;
@@ -241,6 +253,7 @@ int run(int argc, char **argv) {
     const port::TscClock clock;
     transport::EngineConfig ecfg;
     ecfg.ecn = cfg.ports[0].ecn;
+    apply_cc(cfg.ports[0].cc, &ecfg);
     {
       std::random_device rd;
       ecfg.seed = (uint64_t{rd()} << 32) | rd();  // unguessable key tags
@@ -275,6 +288,7 @@ int run(int argc, char **argv) {
     for (size_t i = 1; i < ports.size(); ++i) {
       transport::EngineConfig c = ecfg;
       c.ecn = cfg.ports[i].ecn;
+      apply_cc(cfg.ports[i].cc, &c);
       c.seed = ecfg.seed ^ (0x9E3779B97F4A7C15ull * i);  // each device its own key tags
       port_engines.push_back(std::make_unique<RoceEngine>(*ports[i], clock, c));
     }

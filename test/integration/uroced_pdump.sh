@@ -8,6 +8,8 @@
 #   3. the pcapng passes uroce-pcap-check (every RoCE frame parses, every ICRC valid) and
 #      tshark (RoCE dissected, no malformed frame), and holds frames both ways;
 #   4. uroced keeps running and stops cleanly after the capture detached.
+# Both daemons run DCQCN ([cc] algorithm = dcqcn): every verbs_app operation goes through the
+# reaction point and the pacer (unthrottled here: nothing marks CE on memif).
 # Usage: uroced_pdump.sh UROCED VERBS_APP UROCE_PCAP_CHECK   (needs root)
 set -uo pipefail
 USAGE="usage: $0 UROCED VERBS_APP UROCE_PCAP_CHECK"
@@ -64,6 +66,9 @@ idle_sleep_us = 50
 [port p0]
 device = net_memif0,role=$2,socket=$WORK/memif.sock,id=0
 ipv4 = $4/24
+ecn = on
+[cc]
+algorithm = dcqcn
 EOC
   start_uroced "$UROCED" "$WORK/uroced-$1.conf" "$WORK/uroced-$1.log"; local rc=$?
   eval "PID_${1^^}=$UROCED_PID"

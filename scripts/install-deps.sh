@@ -8,7 +8,7 @@ PKGS=(
   build-essential meson ninja-build pkg-config clang clang-format lld
   libclang-rt-14-dev llvm
   # libraries
-  libdpdk-dev libisal-dev libibverbs-dev libpcap-dev
+  libdpdk-dev libisal-dev libdeflate-dev zlib1g-dev libibverbs-dev libpcap-dev
   # dpdk-telemetry.py and dpdk-dumpcap against a running uroced (test/integration)
   dpdk-dev
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -9,7 +9,8 @@
 // BTH opcode / SE / pad count / AckReq / PSN. The caller writes the extended headers and the
 // payload and calls wire::finalize_frame as after build_headers. The bytes are identical to
 // build_headers' output for the same fields (checked per packet in builds without NDEBUG, see
-// req.h / resp_tx.h).
+// req.h / resp_tx.h). finalize_frame takes the ICRC of the headers from `icrc`, the template's
+// precomputed state (wire/icrc_prefix.h: exactly the patched bytes above may vary).
 //
 // The template is built lazily on the first packet and must be invalidated whenever the path,
 // the UDP source port or the destination QPN change (modify_qp invalidates it on every call).
@@ -20,6 +21,7 @@
 #include <cstring>
 
 #include "wire/hdr.h"
+#include "wire/icrc_prefix.h"
 #include "wire/opcode.h"
 #include "wire/packet.h"
 
@@ -36,6 +38,7 @@ struct HdrTemplate {
   bool ipv6 = false;
   uint32_t ip_sum = 0;  // IPv4: one's complement sum of the constant header words
   uint8_t b[kCopy] = {};
+  wire::IcrcPrefix icrc;  // the ICRC state of these headers, given to finalize_frame
 
   void invalidate() noexcept { len = 0; }
   bool valid() const noexcept { return len != 0; }
@@ -63,6 +66,7 @@ struct HdrTemplate {
                wire::be::load16(ip + 12) + wire::be::load16(ip + 14) + wire::be::load16(ip + 16) +
                wire::be::load16(ip + 18);
     }
+    icrc.init(b + l3_off, ipv6);
     len = static_cast<uint8_t>(n);
     return true;
   }
@@ -109,6 +113,7 @@ struct HdrTemplate {
     r.payload_len = payload_len;
     r.frame_len = total;
     r.ipv6 = ipv6;
+    r.icrc_prefix = &icrc;
     return r;
   }
 };

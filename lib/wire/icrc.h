@@ -159,11 +159,35 @@ inline uint32_t icrc_compute_with(CrcFn &&crc, const uint8_t *l3, size_t len, bo
   return crc(crc(kIcrcLrhCrc, masked, n), l3 + n, len - n);
 }
 
-// ISA-L (crc32_gzip_refl).
-uint32_t icrc_compute(const uint8_t *l3, size_t len, bool ipv6) noexcept;
+// The ICRC in two CRC calls and no copy of the region: the masked headers from a small stack
+// buffer, then the rest of the region in place (for a CRC without a large per-call cost).
+template <typename CrcFn>
+inline uint32_t icrc_compute_split(CrcFn &&crc, const uint8_t *l3, size_t len, bool ipv6) noexcept {
+  const size_t n = icrc_masked_len(ipv6);
+  alignas(16) uint8_t masked[Ipv6Hdr::kSize + UdpHdr::kSize + Bth::kSize];
+  icrc_mask_headers(l3, ipv6, masked);
+  return crc(crc(kIcrcLrhCrc, masked, n), l3 + n, len - n);
+}
 
-// CRC-32 with zlib semantics through ISA-L; exposed for tests and benchmarks.
+// CRC-32 with zlib semantics (seed 0 starts, a previous result continues), through ISA-L's
+// crc32_gzip_refl and through libdeflate_crc32; exposed for the tests and benchmarks.
 uint32_t crc32_isal(uint32_t seed, const uint8_t *buf, size_t len) noexcept;
+uint32_t crc32_libdeflate(uint32_t seed, const uint8_t *buf, size_t len) noexcept;
+
+// Which CRC serves which length (measured: bench/icrc_bench.cc, doc/perf.md "ICRC of short
+// frames"). icrc_compute, by ICRC region length (IP header .. pad): below kIcrcSplitFrom ISA-L
+// (icrc_compute_with, padded to a 256-byte block), from there to kIcrcIsalFrom libdeflate
+// (icrc_compute_split), from there ISA-L again (a tie). crc32_dispatch (the CRC continued after
+// a precomputed header state, icrc_prefix.h): libdeflate below kCrcIsalFrom bytes, ISA-L above.
+inline constexpr size_t kIcrcSplitFrom = 256;
+inline constexpr size_t kIcrcIsalFrom = 2048;
+inline constexpr size_t kCrcIsalFrom = 2048;
+
+// CRC-32 (zlib semantics) by libdeflate below kCrcIsalFrom bytes, by ISA-L from there.
+uint32_t crc32_dispatch(uint32_t seed, const uint8_t *buf, size_t len) noexcept;
+
+// The ICRC of the region at `l3` (see icrc_compute_with), by the fastest method for its length.
+uint32_t icrc_compute(const uint8_t *l3, size_t len, bool ipv6) noexcept;
 
 inline void icrc_store(uint8_t *p, uint32_t icrc) noexcept {
   p[0] = static_cast<uint8_t>(icrc);

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "wire/packet.h"
 
+#include <cassert>
 #include <cstring>
 
 #include "wire/icrc.h"
+#include "wire/icrc_prefix.h"
 
 namespace uroce::wire {
 
@@ -167,7 +169,10 @@ void finalize_frame(uint8_t *buf, const BuildResult &r) noexcept {
       std::memset(buf + pad_off, 0, icrc_off - pad_off);
     }
   }
-  const uint32_t icrc = icrc_compute(buf + r.l3_off, icrc_off - r.l3_off, r.ipv6);
+  const uint8_t *l3 = buf + r.l3_off;
+  const uint32_t icrc = r.icrc_prefix != nullptr ? r.icrc_prefix->compute(l3, icrc_off - r.l3_off)
+                                                 : icrc_compute(l3, icrc_off - r.l3_off, r.ipv6);
+  assert(icrc == icrc_compute(l3, icrc_off - r.l3_off, r.ipv6));
   icrc_store(buf + icrc_off, icrc);
 }
 

@@ -85,6 +85,8 @@ enum class BuildError : uint8_t {
   kBufferTooSmall,     // cap is smaller than the frame
 };
 
+class IcrcPrefix;  // wire/icrc_prefix.h
+
 struct BuildResult {
   BuildError err = BuildError::kOk;
   uint16_t l3_off = 0;       // offset of the IP header
@@ -92,6 +94,9 @@ struct BuildResult {
   uint32_t payload_len = 0;  // without pad
   uint32_t frame_len = 0;    // whole frame, ICRC included
   bool ipv6 = false;
+  // Set by a QP's header template (transport/hdr_template.h): finalize_frame computes the ICRC
+  // from this precomputed state of the headers; null: from the bytes alone (icrc_compute).
+  const IcrcPrefix *icrc_prefix = nullptr;
   bool ok() const noexcept { return err == BuildError::kOk; }
 };
 

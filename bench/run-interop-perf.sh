@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # rxe interop measurement of doc/perf.md (issue 6): under the same emulated guests
-# (../shared/rig: qemu TCG, Linux rxe, perftest), rxe<->rxe against uroce<->rxe for
+# (test/interop/rig: qemu TCG, Linux rxe, perftest), rxe<->rxe against uroce<->rxe for
 # ib_write_bw and ib_write_lat, in ONE run, interleaved.
 #
-#   bench/run-interop-perf.sh [--builddir DIR] [--rig DIR] [--cache DIR] [--reps N]
+#   bench/run-interop-perf.sh [--builddir DIR] [--rig DIR] [--image DIR] [--reps N]
 #                             [--bw-iters N] [--lat-iters N] [--nice N] [--bw-client]
 #                             [--tests "bw lat"] [--idle-sleep US]
 #
-# One network namespace (uroce-iperf-PID) made with the rig's net-setup.sh: bridge rigbr0,
-# rigtap0 (guest A, 10.77.0.11) and rigtap1 (guest B, 10.77.0.12), plus a veth whose bridge end
+# One network namespace (uroce-iperf-PID) made with the rig's netns.sh: bridge br0,
+# tap0 (guest A, 10.77.0.11) and tap1 (guest B, 10.77.0.12), plus a veth whose bridge end
 # is uro0br and whose other end uro0 is driven by uroced (net_af_packet, 10.77.0.2). Both guests
 # are booted once and stay up for the whole run, so every measurement has the same two qemu
 # processes on the host. The steps, each REPS times, interleaved (rep 1: all modes, rep 2: all
@@ -26,13 +26,15 @@
 # The result row is always taken from the CLIENT (requester) side. Prints every step (result,
 # load average when it started), then a table with the medians over the reps and the ratio
 # uroce<->rxe / rxe<->rxe. Nothing is asserted; the script fails only if the setup fails.
-# Needs root, qemu-system-x86_64, the guest image (built with RIG/build-initramfs.sh when
-# missing) and perftest on the host. Everything it creates carries its PID and is removed on exit.
+# Needs root, qemu-system-x86_64, the guest image (--image, default $UROCE_INTEROP_CACHE or
+# /tmp/uroce-interop-image as the interop suite; RIG/build-image.sh builds it when missing or
+# made by another version) and perftest on the host. Everything it creates carries its PID and
+# is removed on exit.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$here/build
-RIG=$here/../shared/rig
-CACHE=${UROCE_INTEROP_CACHE:-/tmp/uroce-interop-cache}
+RIG=$here/test/interop/rig
+IMAGE=${UROCE_INTEROP_CACHE:-/tmp/uroce-interop-image}
 REPS=5
 BW_ITERS=500
 LAT_ITERS=1000
@@ -44,7 +46,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --builddir) BUILD=$(cd "$2" && pwd); shift ;;
     --rig) RIG=$2; shift ;;
-    --cache) CACHE=$2; shift ;;
+    --image | --cache) IMAGE=$2; shift ;;   # --cache: the option's old name
     --reps) REPS=$2; shift ;;
     --bw-iters) BW_ITERS=$2; shift ;;
     --lat-iters) LAT_ITERS=$2; shift ;;
@@ -52,7 +54,7 @@ while [ $# -gt 0 ]; do
     --idle-sleep) IDLE=$2; shift ;;
     --bw-client) BW_CLIENT=1 ;;
     --tests) TESTS=$2; shift ;;
-    -h | --help) sed -n '3,30p' "$0"; exit 0 ;;
+    -h | --help) sed -n '3,32p' "$0"; exit 0 ;;
     *) echo "run-interop-perf.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -60,7 +62,7 @@ done
 for v in REPS BW_ITERS LAT_ITERS NICE IDLE; do
   case ${!v} in '' | *[!0-9]*) echo "run-interop-perf.sh: $v '${!v}' is not a number" >&2; exit 2 ;; esac
 done
-RIG=$(cd "$RIG" 2>/dev/null && pwd) || { echo "run-interop-perf.sh: no rig directory (../shared/rig)" >&2; exit 1; }
+RIG=$(cd "$RIG" 2>/dev/null && pwd) || { echo "run-interop-perf.sh: no rig directory $RIG" >&2; exit 1; }
 UROCED=$BUILD/apps/uroced/uroced
 STAT=$BUILD/apps/uroce-stat/uroce-stat
 SHIM=$BUILD/drivers/verbs
@@ -70,7 +72,7 @@ done
 for t in ip qemu-system-x86_64 timeout python3 ib_write_bw ib_write_lat; do
   command -v $t >/dev/null || { echo "run-interop-perf.sh: '$t' not found (scripts/install-deps.sh)" >&2; exit 1; }
 done
-for f in build-initramfs.sh net-setup.sh boot-guest.sh; do
+for f in build-image.sh netns.sh boot-guest.sh; do
   [ -x "$RIG/$f" ] || { echo "run-interop-perf.sh: $RIG/$f not found" >&2; exit 1; }
 done
 [ "$(id -u)" = 0 ] || { echo "run-interop-perf.sh: needs root (netns, taps, qemu)" >&2; exit 1; }
@@ -89,34 +91,23 @@ stop_pid() {  # stop_pid PID SECONDS: TERM, bounded wait, KILL
   kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
 }
-stop_guest() {  # boot-guest.sh runs qemu under `timeout` in the foreground: stop that child first
-  local pid=$1
-  [ -n "$pid" ] || return
-  pkill -TERM -P "$pid" 2>/dev/null
-  stop_pid "$pid" 10
+stop_guest() {  # boot-guest.sh passes TERM on to its qemu and waits for it
+  [ -n "$1" ] && stop_pid "$1" 10
 }
 cleanup() {
   stop_guest "$APID"
   stop_guest "$BPID"
   [ -n "$UPID" ] && stop_pid "$UPID" 20
-  [ "$NETUP" = 1 ] && "$RIG/net-setup.sh" down "$NS" >/dev/null 2>&1
-  for s in "$WORK"/A.log "$WORK"/B.log; do
-    local sh
-    sh=$(sed -n 's/^\[host\] share=\([^ ]*\) .*/\1/p' "$s" 2>/dev/null | head -1)
-    case $sh in /tmp/rig-share.*) rm -rf "$sh" ;; esac
-  done
+  [ "$NETUP" = 1 ] && "$RIG/netns.sh" down "$NS" >/dev/null 2>&1
   rm -rf "/var/run/dpdk/uroce-iperf-$ID"
   echo "work directory (logs): $WORK"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-if [ ! -s "$CACHE/initramfs.cpio.gz" ] || [ ! -s "$CACHE/vmlinuz" ]; then
-  echo "building the guest image in $CACHE"
-  mkdir -p "$CACHE"
-  timeout 900 "$RIG/build-initramfs.sh" "$CACHE" >"$WORK/build-initramfs.log" 2>&1 ||
-    { tail -20 "$WORK/build-initramfs.log"; echo "run-interop-perf.sh: image build failed" >&2; exit 1; }
-fi
+# build-image.sh returns at once when IMAGE holds an image of its current version.
+timeout 900 env -u LD_LIBRARY_PATH -u LD_PRELOAD "$RIG/build-image.sh" "$IMAGE" >"$WORK/build-image.log" 2>&1 ||
+  { tail -20 "$WORK/build-image.log"; echo "run-interop-perf.sh: image build failed" >&2; exit 1; }
 
 # --- the steps: MODE TOOL, REPS times
 BW="ib_write_bw -x 1 -F -s 65536 -n $BW_ITERS"
@@ -156,7 +147,8 @@ rdma statistic show link rxe0/1
 echo "== READY"
 EOF
 }
-# Both guests stay up until the host's last step is over (the host creates /share/done), so
+# Both guests stay up until the host's last step is over (the host creates done in each guest's
+# 9p share, boot-guest.sh -d WORK/A-share and WORK/B-share, seen as /share/done in the guest), so
 # every step runs with the same two qemu processes on the host.
 guest_tail() {
   echo "for i in \$(seq $((STEP_T * 2))); do [ -e /share/done ] && break; sleep 1; done"
@@ -187,13 +179,13 @@ guest_tail() {
 } >"$WORK/B.sh"
 
 # --- network: the rig's bridge with two taps, and uroced's veth
-"$RIG/net-setup.sh" up "$NS" 2 1500 >"$WORK/net.log" 2>&1 || { cat "$WORK/net.log"; exit 1; }
+"$RIG/netns.sh" up "$NS" 1500 2 >"$WORK/net.log" 2>&1 || { cat "$WORK/net.log"; exit 1; }
 NETUP=1
 X="ip -n $NS"
 $X link add uro0 type veth peer name uro0br &&
   ip netns exec "$NS" sysctl -qw net.ipv6.conf.uro0.disable_ipv6=1 &&
   $X link set uro0 mtu 1500 up &&
-  $X link set uro0br mtu 1500 master rigbr0 up || { echo "veth setup failed" >&2; exit 1; }
+  $X link set uro0br mtu 1500 master br0 up || { echo "veth setup failed" >&2; exit 1; }
 cat >"$WORK/uroced.conf" <<EOF
 [eal]
 args = --no-huge -m 256 --no-pci --file-prefix=uroce-iperf-$ID --log-level=*:notice
@@ -216,16 +208,13 @@ done
 [ -S "$WORK/uroced.sock" ] || { cat "$WORK/uroced.log"; echo "uroced did not start" >&2; exit 1; }
 
 GUEST_T=$((${#STEPS[@]} * STEP_T + 120))
-# The interop suite's qemu wrapper (test/interop/tcg-barriers: TCG keeps the guest's memory
-# barriers, doc/interop.md), when this tree has it; used for both guests alike.
-QPATH=$PATH
-TCG_WRAP=$here/test/interop/tcg-barriers
-[ -x "$TCG_WRAP/qemu-system-x86_64" ] && QPATH=$TCG_WRAP:$PATH || TCG_WRAP="(none)"
-PATH=$QPATH "$RIG/boot-guest.sh" -k "$CACHE" -n "$NS" -t rigtap0 -i "$A_IP/24" -m 1500 -s "$WORK/A.sh" \
-  -T "$GUEST_T" >"$WORK/A.log" 2>&1 &
+# boot-guest.sh runs qemu with the guest's memory barriers kept (-smp 1,maxcpus=2,
+# doc/interop.md); without the shim (qemu links libibverbs), as the interop suite.
+env -u LD_LIBRARY_PATH -u LD_PRELOAD "$RIG/boot-guest.sh" -k "$IMAGE" -n "$NS" -t tap0 -a "$A_IP/24" \
+  -m 1500 -d "$WORK/A-share" -s "$WORK/A.sh" -T "$GUEST_T" >"$WORK/A.log" 2>&1 &
 APID=$!
-PATH=$QPATH "$RIG/boot-guest.sh" -k "$CACHE" -n "$NS" -t rigtap1 -i "$B_IP/24" -m 1500 -s "$WORK/B.sh" \
-  -T "$GUEST_T" >"$WORK/B.log" 2>&1 &
+env -u LD_LIBRARY_PATH -u LD_PRELOAD "$RIG/boot-guest.sh" -k "$IMAGE" -n "$NS" -t tap1 -a "$B_IP/24" \
+  -m 1500 -d "$WORK/B-share" -s "$WORK/B.sh" -T "$GUEST_T" >"$WORK/B.log" 2>&1 &
 BPID=$!
 
 # The host side runs the uroce steps in order; it waits (bounded) for a guest step to end before
@@ -256,7 +245,6 @@ host_tool() {  # host_tool K 'TOOL ARGS' [SERVER_IP]: through the shim; a client
 }
 
 echo "run-interop-perf: $(date -u '+%F %T') UTC, $(nproc) CPUs, steps: ${#STEPS[@]}, work $WORK"
-echo "qemu wrapper: $TCG_WRAP"
 echo "guests: qemu TCG, 1 vCPU / 512 MiB each, Ethernet MTU 1500 (IB MTU 1024); uroced af_packet, idle_sleep_us $IDLE"
 echo "bw:  $BW    lat: $LAT    (guests add -d rxe0; host tools niced $NICE)"
 : >"$WORK/host.log"
@@ -288,10 +276,7 @@ for s in "${STEPS[@]}"; do
   prev=$mode
   k=$((k + 1))
 done
-for g in A B; do
-  sh=$(sed -n 's/^\[host\] share=\([^ ]*\) .*/\1/p' "$WORK/$g.log" | head -1)
-  case $sh in /tmp/rig-share.*) touch "$sh/done" ;; esac
-done
+touch "$WORK/A-share/done" "$WORK/B-share/done"
 for _ in $(seq 600); do kill -0 "$APID" 2>/dev/null || kill -0 "$BPID" 2>/dev/null || break; sleep 0.2; done
 stop_guest "$APID"; APID=""
 stop_guest "$BPID"; BPID=""

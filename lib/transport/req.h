@@ -67,8 +67,8 @@ constexpr uint8_t request_opcode(QpType t, WrOpcode op, bool first, bool last) n
 
 }  // namespace detail
 
-template <TxPort Port, Clock Clk>
-uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_full) noexcept {
+template <TxPort Port, Clock Clk, class Q>
+uint32_t Engine<Port, Clk, Q>::run_requester(Qp &qp, uint32_t budget, bool *port_full) noexcept {
   using detail::ReqState;
   uint32_t sent = 0;
   WcStatus lerr = WcStatus::kSuccess;
@@ -78,7 +78,12 @@ uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_fu
   while (st != ReqState::kStop) {
     switch (st) {
       case ReqState::kNextWqe: {
-        if (qp.rnr_wait || !qp.has_send_work() || sent >= budget) {
+        if (qp.rnr_wait || sent >= budget) {
+          st = ReqState::kStop;
+          break;
+        }
+        // Shared rings: copy what the app published since (nothing to do for PrivateQueues).
+        if (!qp.has_send_work() && !(Q::kShared && this->pull_sq(qp))) {
           st = ReqState::kStop;
           break;
         }
@@ -96,7 +101,8 @@ uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_fu
 
       case ReqState::kStartWqe: {
         if (!w->checked) {
-          lerr = check_local_sges(qp, idx);
+          lerr = Q::kShared ? this->check_copied_wqe(qp, *w) : WcStatus::kSuccess;
+          if (lerr == WcStatus::kSuccess) lerr = check_local_sges(qp, idx);
           if (lerr == WcStatus::kSuccess && qp.type == QpType::kUd &&
               ah_path(w->ah, qp.pd) == nullptr)
             lerr = WcStatus::kLocQpOpErr;
@@ -291,8 +297,8 @@ uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_fu
           if (rd_atomic) ++qp.rd_atomic_out;
           if (qp.type != QpType::kRc) {
             // UC / UD: nothing will acknowledge it; it completes once sent (IBTA 9.8.2).
+            qp.sq.pop();  // the slot is free before the completion is visible
             complete_send(qp, *w, WcStatus::kSuccess);
-            qp.sq.pop();
           }
         } else {
           w->state = WqeState::kSending;
@@ -309,8 +315,8 @@ uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_fu
           st = ReqState::kStop;
           break;
         }
-        complete_send(qp, *w, lerr);
         qp.sq.pop();
+        complete_send(qp, *w, lerr);
         qp.req_idx = qp.sq.tail();
         if (qp.type == QpType::kRc)
           enter_error(qp);

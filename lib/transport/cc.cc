@@ -11,7 +11,8 @@ namespace {
 constexpr uint32_t kPaceBurstFrames = 4;
 }  // namespace
 
-void EngineCore::cc_init_qp(Qp &qp) noexcept {
+template <class Q>
+void EngineCoreT<Q>::cc_init_qp(Qp &qp) noexcept {
   qp.cc_timer.qp_index = qp.pace_timer.qp_index = qp.index;
   qp.cc_timer.kind = kTimerCc;
   qp.pace_timer.kind = kTimerPace;
@@ -19,7 +20,8 @@ void EngineCore::cc_init_qp(Qp &qp) noexcept {
   if (cfg_.dcqcn) qp.rp.init(cfg_.dcqcn, cfg_.line_rate_mbps);
 }
 
-void EngineCore::cc_stop(Qp &qp) noexcept {
+template <class Q>
+void EngineCoreT<Q>::cc_stop(Qp &qp) noexcept {
   wheel_.cancel(&qp.cc_timer);
   wheel_.cancel(&qp.pace_timer);
   qp.paced = false;
@@ -27,7 +29,8 @@ void EngineCore::cc_stop(Qp &qp) noexcept {
   if (cfg_.dcqcn) qp.rp.init(cfg_.dcqcn, cfg_.line_rate_mbps);
 }
 
-void EngineCore::cc_apply(Qp &qp) noexcept {
+template <class Q>
+void EngineCoreT<Q>::cc_apply(Qp &qp) noexcept {
   if (qp.rp.throttled()) {
     const uint64_t bps = static_cast<uint64_t>(qp.rp.rate_mbps() * 1e6);
     qp.pacer.set_rate(bps ? bps : 1, kPaceBurstFrames * (qp.mtu + kPaceOverhead), now_);
@@ -44,27 +47,34 @@ void EngineCore::cc_apply(Qp &qp) noexcept {
     wheel_.arm(&qp.cc_timer, d);
 }
 
-void EngineCore::cc_cnp(Qp &qp) noexcept {
+template <class Q>
+void EngineCoreT<Q>::cc_cnp(Qp &qp) noexcept {
   if (!cfg_.dcqcn || qp.type == QpType::kUd) return;
   qp.rp.on_cnp(now_);
   cc_apply(qp);
 }
 
-void EngineCore::cc_timer(Qp &qp) noexcept {
+template <class Q>
+void EngineCoreT<Q>::cc_timer(Qp &qp) noexcept {
   if (!cfg_.dcqcn) return;
   qp.rp.on_timer(now_);
   cc_apply(qp);
 }
 
-bool EngineCore::cc_may_send(Qp &qp, uint32_t bytes) noexcept {
+template <class Q>
+bool EngineCoreT<Q>::cc_may_send(Qp &qp, uint32_t bytes) noexcept {
   if (qp.pacer.may_send(bytes, now_)) return true;
   if (!qp.pace_timer.armed()) wheel_.arm(&qp.pace_timer, qp.pacer.next_send_ns(bytes, now_));
   return false;
 }
 
-void EngineCore::cc_sent(Qp &qp, uint32_t bytes) noexcept {
+template <class Q>
+void EngineCoreT<Q>::cc_sent(Qp &qp, uint32_t bytes) noexcept {
   qp.pacer.consume(bytes);
   if (qp.rp.on_tx_bytes(bytes)) cc_apply(qp);
 }
+
+template class EngineCoreT<PrivateQueues>;
+template class EngineCoreT<RingQueues>;
 
 }  // namespace uroce::transport

@@ -53,6 +53,7 @@ constexpr WcStatus nak_status(uint8_t code) noexcept {
 
 // Whether a READ or atomic is among the WQEs posted and not completed (a bounded walk of the
 // SQ; only on a rewind, never per packet).
+template <class Qp>
 bool rd_atomic_posted(Qp &qp) noexcept {
   for (uint32_t c = qp.sq.tail(); c != qp.sq.head(); ++c)
     if (is_rd_atomic(qp.sq.at(c).opcode)) return true;
@@ -63,6 +64,7 @@ bool rd_atomic_posted(Qp &qp) noexcept {
 // outstanding: from now on at most `min_window` PSNs in flight (doc/transport.md, "Loss
 // window"). The level to grow back to is what was in flight at the first loss; a loss inside
 // the window starts it again from min_window with the same target.
+template <class Qp>
 void loss_window_cut(Qp &qp, uint32_t min_window) noexcept {
   if (min_window == 0) return;
   if (qp.window != 0 && qp.retry_started) {
@@ -86,6 +88,7 @@ void loss_window_cut(Qp &qp, uint32_t min_window) noexcept {
 }
 
 // An ACK advanced comp_psn: one more PSN in flight; at the old level the limit is lifted.
+template <class Qp>
 void loss_window_grow(Qp &qp) noexcept {
   if (qp.window == 0) return;
   if (++qp.window >= qp.window_target) {
@@ -96,7 +99,8 @@ void loss_window_grow(Qp &qp) noexcept {
 
 }  // namespace
 
-bool EngineCore::progress_made(Qp &qp, uint32_t old_comp_psn) noexcept {
+template <class Q>
+bool EngineCoreT<Q>::progress_made(Qp &qp, uint32_t old_comp_psn) noexcept {
   if (psn_diff(qp.comp_psn, old_comp_psn) <= 0) return false;
   // IBTA 9.7.6.1.3 / 9.7.5.2.8: forward progress restores both retry budgets.
   qp.retry_left = qp.retry_cnt;
@@ -105,7 +109,8 @@ bool EngineCore::progress_made(Qp &qp, uint32_t old_comp_psn) noexcept {
   return true;
 }
 
-void EngineCore::completer_rx(Qp &qp, const wire::ParsedPacket &p) noexcept {
+template <class Q>
+void EngineCoreT<Q>::completer_rx(Qp &qp, const wire::ParsedPacket &p) noexcept {
   if (qp.type != QpType::kRc || (qp.state != QpState::kRts && qp.state != QpState::kSqd)) {
     ++ctr_.drops[static_cast<size_t>(DropReason::kQpState)];
     return;
@@ -278,8 +283,8 @@ void EngineCore::completer_rx(Qp &qp, const wire::ParsedPacket &p) noexcept {
           qp.comp_psn = wire::psn_add(w->last_psn, 1);
         progress_made(qp, old_comp);
         if (is_rd_atomic(w->opcode) && qp.rd_atomic_out) --qp.rd_atomic_out;
+        qp.sq.pop();  // the slot is free before the completion is visible
         complete_send(qp, *w, WcStatus::kSuccess);
-        qp.sq.pop();
         if (qp.has_send_work()) activate(qp);  // a fence or the rd_atomic limit may lift
         if (qp.state == QpState::kSqd && qp.en_sqd_async_notify && !qp.sqd_notified &&
             qp.req_idx == qp.sq.tail()) {
@@ -326,8 +331,8 @@ void EngineCore::completer_rx(Qp &qp, const wire::ParsedPacket &p) noexcept {
         return;
       case CompState::kError:
         // The failed WQE completes with its status; everything after it is flushed.
-        complete_send(qp, *w, err);
         qp.sq.pop();
+        complete_send(qp, *w, err);
         if (static_cast<int32_t>(qp.req_idx - qp.sq.tail()) < 0) qp.req_idx = qp.sq.tail();
         enter_error(qp);
         return;
@@ -348,13 +353,15 @@ void EngineCore::completer_rx(Qp &qp, const wire::ParsedPacket &p) noexcept {
   }
 }
 
-void EngineCore::arm_retransmit(Qp &qp) noexcept {
+template <class Q>
+void EngineCoreT<Q>::arm_retransmit(Qp &qp) noexcept {
   const uint64_t t = ack_timeout_ns(qp.timeout);
   if (t == 0) return;  // timeout 0: infinite
   wheel_.arm(&qp.retrans_timer, now_ + t);
 }
 
-void EngineCore::req_rewind(Qp &qp) noexcept {
+template <class Q>
+void EngineCoreT<Q>::req_rewind(Qp &qp) noexcept {
   ++qp.stats.retransmits;
   const uint32_t tail = qp.sq.tail();
   uint32_t end = qp.req_idx;
@@ -379,7 +386,8 @@ void EngineCore::req_rewind(Qp &qp) noexcept {
   if (qp.state == QpState::kRts || qp.state == QpState::kSqd) activate(qp);
 }
 
-bool EngineCore::req_skip_to(Qp &qp, uint32_t target) noexcept {
+template <class Q>
+bool EngineCoreT<Q>::req_skip_to(Qp &qp, uint32_t target) noexcept {
   // Every WQE between req_idx and target was sent before the rewind, so its PSN range is the
   // one the requester gives it again: a WQE not started yet begins at req_psn. First check
   // that only SENDs / WRITEs are in the way, then move.
@@ -423,14 +431,15 @@ bool EngineCore::req_skip_to(Qp &qp, uint32_t target) noexcept {
   return true;
 }
 
-void EngineCore::retransmit_timeout(Qp &qp) noexcept {
+template <class Q>
+void EngineCoreT<Q>::retransmit_timeout(Qp &qp) noexcept {
   if (qp.state != QpState::kRts && qp.state != QpState::kSqd) return;
   if (psn_diff(qp.req_psn, qp.comp_psn) <= 0 || qp.rnr_wait) return;
   ++qp.stats.timeouts;
   if (qp.retry_left == 0) {
     SendWqe &w = qp.sq.at(qp.sq.tail());
-    complete_send(qp, w, WcStatus::kRetryExcErr);
     qp.sq.pop();
+    complete_send(qp, w, WcStatus::kRetryExcErr);
     if (static_cast<int32_t>(qp.req_idx - qp.sq.tail()) < 0) qp.req_idx = qp.sq.tail();
     enter_error(qp);
     return;
@@ -441,14 +450,16 @@ void EngineCore::retransmit_timeout(Qp &qp) noexcept {
   qp.retry_started = true;
 }
 
-void EngineCore::rnr_timer_expired(Qp &qp) noexcept {
+template <class Q>
+void EngineCoreT<Q>::rnr_timer_expired(Qp &qp) noexcept {
   if (!qp.rnr_wait) return;
   qp.rnr_wait = false;
   if (qp.state != QpState::kRts && qp.state != QpState::kSqd) return;
   req_rewind(qp);
 }
 
-void EngineCore::on_timer(TimerNode *t) noexcept {
+template <class Q>
+void EngineCoreT<Q>::on_timer(TimerNode *t) noexcept {
   auto *qt = static_cast<QpTimer *>(t);
   Qp &qp = qps_[qt->qp_index];
   if (!qp.in_use) return;
@@ -461,5 +472,8 @@ void EngineCore::on_timer(TimerNode *t) noexcept {
   else if (t->kind == kTimerPace)
     activate(qp);
 }
+
+template class EngineCoreT<PrivateQueues>;
+template class EngineCoreT<RingQueues>;
 
 }  // namespace uroce::transport

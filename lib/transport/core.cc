@@ -8,7 +8,8 @@
 
 namespace uroce::transport {
 
-EngineCore::EngineCore(const EngineConfig &cfg)
+template <class Q>
+EngineCoreT<Q>::EngineCoreT(const EngineConfig &cfg)
     : cfg_(cfg),
       wheel_(cfg.timer_tick_ns, 0),
       pds_(cfg.max_pd),
@@ -28,12 +29,14 @@ EngineCore::EngineCore(const EngineConfig &cfg)
   }
 }
 
-EngineCore::~EngineCore() {
+template <class Q>
+EngineCoreT<Q>::~EngineCoreT() {
   wheel_.clear();
 }
 
-int EngineCore::reg_mr(uint32_t pd, void *host, uint64_t app_va, uint64_t len, uint32_t access,
-                       uint32_t *lkey, uint32_t *rkey) noexcept {
+template <class Q>
+int EngineCoreT<Q>::reg_mr(uint32_t pd, void *host, uint64_t app_va, uint64_t len, uint32_t access,
+                           uint32_t *lkey, uint32_t *rkey) noexcept {
   if (!pds_.valid(pd)) return EINVAL;
   uint32_t key = 0;
   const int rc = mrs_.reg(pd, static_cast<uint8_t *>(host), app_va, len, access, &key);
@@ -44,7 +47,8 @@ int EngineCore::reg_mr(uint32_t pd, void *host, uint64_t app_va, uint64_t len, u
   return 0;
 }
 
-int EngineCore::dereg_mr(uint32_t lkey) noexcept {
+template <class Q>
+int EngineCoreT<Q>::dereg_mr(uint32_t lkey) noexcept {
   uint32_t pd = 0;
   const int rc = mrs_.dereg(lkey, &pd);
   if (rc) return rc;
@@ -52,18 +56,20 @@ int EngineCore::dereg_mr(uint32_t lkey) noexcept {
   return 0;
 }
 
-uint32_t EngineCore::create_cq(uint32_t depth) {
+template <class Q>
+uint32_t EngineCoreT<Q>::create_cq(uint32_t depth, const typename Q::CqMem &mem) {
   if (depth == 0 || depth > cfg_.max_cqe) return 0;
   for (uint32_t i = 0; i < cfg_.max_cq; ++i)
     if (!cqs_[i].in_use()) {
-      cqs_[i].init(depth);
+      if (!Q::init_cq(cqs_[i], depth, mem)) return 0;
       cqs_[i].refs = 0;
       return i + 1;
     }
   return 0;
 }
 
-int EngineCore::destroy_cq(uint32_t cq) noexcept {
+template <class Q>
+int EngineCoreT<Q>::destroy_cq(uint32_t cq) noexcept {
   if (!valid_cq(cq)) return EINVAL;
   if (cqs_[cq - 1].refs) return EBUSY;
   if (cqs_[cq - 1].dirty) {  // take it off the dirty list, keeping the others' order
@@ -79,7 +85,8 @@ int EngineCore::destroy_cq(uint32_t cq) noexcept {
   return 0;
 }
 
-uint32_t EngineCore::take_dirty_cqs(uint32_t *out, uint32_t n) noexcept {
+template <class Q>
+uint32_t EngineCoreT<Q>::take_dirty_cqs(uint32_t *out, uint32_t n) noexcept {
   uint32_t k = 0;
   while (k < n && dirty_n_ != 0) {
     const uint32_t cq = dirty_[dirty_head_];
@@ -91,13 +98,16 @@ uint32_t EngineCore::take_dirty_cqs(uint32_t *out, uint32_t n) noexcept {
   return k;
 }
 
-uint32_t EngineCore::create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge) {
+template <class Q>
+uint32_t EngineCoreT<Q>::create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge,
+                                    const typename Q::SrqMem &mem) {
   if (!pds_.valid(pd) || max_wr == 0 || max_wr > kMaxWr || max_sge == 0 || max_sge > kMaxSge)
     return 0;
   for (uint32_t i = 0; i < cfg_.max_srq; ++i)
     if (!srqs_[i].in_use) {
       SharedRecvQueue &s = srqs_[i];
-      s.rq.init(max_wr, max_sge);
+      if (!Q::init_srq(s.rq, max_wr, max_sge, mem)) return 0;
+      s.broken = false;
       s.pd = pd;
       s.limit = 0;
       s.refs = 0;
@@ -108,7 +118,8 @@ uint32_t EngineCore::create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge) 
   return 0;
 }
 
-int EngineCore::modify_srq(uint32_t srq, uint32_t srq_limit) noexcept {
+template <class Q>
+int EngineCoreT<Q>::modify_srq(uint32_t srq, uint32_t srq_limit) noexcept {
   if (!valid_srq(srq)) return EINVAL;
   SharedRecvQueue &s = srqs_[srq - 1];
   if (srq_limit > s.rq.capacity()) return EINVAL;
@@ -116,7 +127,8 @@ int EngineCore::modify_srq(uint32_t srq, uint32_t srq_limit) noexcept {
   return 0;
 }
 
-int EngineCore::destroy_srq(uint32_t srq) noexcept {
+template <class Q>
+int EngineCoreT<Q>::destroy_srq(uint32_t srq) noexcept {
   if (!valid_srq(srq)) return EINVAL;
   SharedRecvQueue &s = srqs_[srq - 1];
   if (s.refs) return EBUSY;
@@ -126,7 +138,8 @@ int EngineCore::destroy_srq(uint32_t srq) noexcept {
   return 0;
 }
 
-uint32_t EngineCore::create_ah(uint32_t pd, const AhAttr &attr) noexcept {
+template <class Q>
+uint32_t EngineCoreT<Q>::create_ah(uint32_t pd, const AhAttr &attr) noexcept {
   if (!pds_.valid(pd)) return 0;
   if (attr.path.sgid.is_v4mapped() != attr.path.dgid.is_v4mapped()) return 0;
   for (uint32_t i = 0; i < cfg_.max_ah; ++i)
@@ -140,36 +153,42 @@ uint32_t EngineCore::create_ah(uint32_t pd, const AhAttr &attr) noexcept {
   return 0;
 }
 
-int EngineCore::destroy_ah(uint32_t ah) noexcept {
+template <class Q>
+int EngineCoreT<Q>::destroy_ah(uint32_t ah) noexcept {
   if (ah < 1 || ah > cfg_.max_ah || !ahs_[ah - 1].in_use) return EINVAL;
   ahs_[ah - 1].in_use = false;
   pds_.unref(ahs_[ah - 1].pd);
   return 0;
 }
 
-uint32_t EngineCore::poll_cq(uint32_t cq, Wc *wc, uint32_t n) noexcept {
+template <class Q>
+uint32_t EngineCoreT<Q>::poll_cq(uint32_t cq, Wc *wc, uint32_t n) noexcept {
   if (!valid_cq(cq)) return 0;
   return cqs_[cq - 1].poll(wc, n);
 }
 
-int EngineCore::req_notify_cq(uint32_t cq, bool solicited_only) noexcept {
+template <class Q>
+int EngineCoreT<Q>::req_notify_cq(uint32_t cq, bool solicited_only) noexcept {
   if (!valid_cq(cq)) return EINVAL;
   cqs_[cq - 1].arm(solicited_only);
   return 0;
 }
 
-uint32_t EngineCore::cq_events(uint32_t cq) noexcept {
+template <class Q>
+uint32_t EngineCoreT<Q>::cq_events(uint32_t cq) noexcept {
   if (!valid_cq(cq)) return 0;
   return cqs_[cq - 1].take_events();
 }
 
-void EngineCore::push_async(AsyncEvent type, uint32_t handle) noexcept {
+template <class Q>
+void EngineCoreT<Q>::push_async(AsyncEvent type, uint32_t handle) noexcept {
   if (async_head_ - async_tail_ >= kAsyncCap) return;
   async_[async_head_ % kAsyncCap] = AsyncEventRecord{type, handle};
   ++async_head_;
 }
 
-bool EngineCore::poll_async_event(AsyncEventRecord *ev) noexcept {
+template <class Q>
+bool EngineCoreT<Q>::poll_async_event(AsyncEventRecord *ev) noexcept {
   if (async_head_ == async_tail_) return false;
   *ev = async_[async_tail_ % kAsyncCap];
   ++async_tail_;
@@ -179,7 +198,8 @@ bool EngineCore::poll_async_event(AsyncEventRecord *ev) noexcept {
 // ---------------------------------------------------------------------------------------------
 // Completions
 
-void EngineCore::complete_send(Qp &qp, SendWqe &w, WcStatus st) noexcept {
+template <class Q>
+void EngineCoreT<Q>::complete_send(Qp &qp, SendWqe &w, WcStatus st) noexcept {
   w.state = WqeState::kDone;
   // Errors always complete; successes only when signalled (IBTA 10.8.6, o10-9).
   if (st == WcStatus::kSuccess && !qp.sq_sig_all && !(w.flags & kSendSignaled)) return;
@@ -197,7 +217,9 @@ void EngineCore::complete_send(Qp &qp, SendWqe &w, WcStatus st) noexcept {
   }
 }
 
-void EngineCore::push_recv_wc(Qp &qp, const Wc &wc, bool solicited) noexcept {
+template <class Q>
+void EngineCoreT<Q>::push_recv_wc(Qp &qp, const Wc &wc, bool solicited) noexcept {
+  if (qp.srq == 0) qp.rq.done();  // every receive completion is the oldest WQE taken
   note_cq_dirty(qp.recv_cq);
   if (!cqs_[qp.recv_cq - 1].push(wc, solicited)) {
     ++ctr_.cq_overflows;
@@ -208,16 +230,18 @@ void EngineCore::push_recv_wc(Qp &qp, const Wc &wc, bool solicited) noexcept {
   }
 }
 
-void EngineCore::flush_send_queue(Qp &qp) noexcept {
+template <class Q>
+void EngineCoreT<Q>::flush_send_queue(Qp &qp) noexcept {
   for (uint32_t c = qp.sq.tail(); c != qp.sq.head(); ++c) {
+    qp.sq.pop();  // the slot is free before its completion is visible
     complete_send(qp, qp.sq.at(c), WcStatus::kWrFlushErr);
-    qp.sq.pop();
   }
   qp.req_idx = qp.sq.head();
   qp.rd_atomic_out = 0;
 }
 
-void EngineCore::flush_recv_queue(Qp &qp) noexcept {
+template <class Q>
+void EngineCoreT<Q>::flush_recv_queue(Qp &qp) noexcept {
   Wc wc;
   wc.status = WcStatus::kWrFlushErr;
   wc.opcode = WcOpcode::kRecv;
@@ -228,15 +252,16 @@ void EngineCore::flush_recv_queue(Qp &qp) noexcept {
     qp.resp_has_wqe = false;
   }
   if (qp.srq == 0) {
-    while (!qp.rq.empty()) {
-      wc.wr_id = qp.rq.front().wr_id;
+    RecvWqe w;
+    while (qp.rq.take(w, qp.resp_sge.get(), qp.resp_sge_cap) != RecvTake::kEmpty) {
+      wc.wr_id = w.wr_id;
       push_recv_wc(qp, wc, false);
-      qp.rq.pop();
     }
   }
 }
 
-void EngineCore::enter_error(Qp &qp) noexcept {
+template <class Q>
+void EngineCoreT<Q>::enter_error(Qp &qp) noexcept {
   if (qp.state == QpState::kErr) return;
   qp.state = QpState::kErr;
   wheel_.cancel(&qp.retrans_timer);
@@ -255,12 +280,14 @@ void EngineCore::enter_error(Qp &qp) noexcept {
     deactivate(qp);
 }
 
-void EngineCore::enter_sqe(Qp &qp) noexcept {
+template <class Q>
+void EngineCoreT<Q>::enter_sqe(Qp &qp) noexcept {
   qp.state = QpState::kSqe;
   flush_send_queue(qp);
 }
 
-bool EngineCore::take_recv_wqe(Qp &qp) noexcept {
+template <class Q>
+bool EngineCoreT<Q>::take_recv_wqe(Qp &qp) noexcept {
   RecvQueue *rq;
   SharedRecvQueue *s = nullptr;
   if (qp.srq) {
@@ -269,11 +296,37 @@ bool EngineCore::take_recv_wqe(Qp &qp) noexcept {
   } else {
     rq = &qp.rq;
   }
-  if (rq->empty()) return false;
-  qp.resp_wqe = rq->front();
-  if (qp.resp_wqe.num_sge)
-    std::memcpy(qp.resp_sge.get(), rq->front_sges(), qp.resp_wqe.num_sge * sizeof(Sge));
-  rq->pop();
+  RecvTake t;
+  while ((t = rq->take(qp.resp_wqe, qp.resp_sge.get(), qp.resp_sge_cap)) == RecvTake::kBad) {
+    // Shared rings only: a malformed WQE. An SRQ's belongs to no QP: IBV_EVENT_SRQ_ERR, and the
+    // next one is taken. An RQ's completes in error and the QP enters ERR.
+    if (s) {
+      push_async(AsyncEvent::kSrqErr, qp.srq);
+      continue;
+    }
+    Wc wc;
+    wc.wr_id = qp.resp_wqe.wr_id;
+    wc.status = WcStatus::kLocLenErr;
+    wc.opcode = WcOpcode::kRecv;
+    wc.qp_num = qp.qpn;
+    push_recv_wc(qp, wc, false);
+    enter_error(qp);
+    return false;
+  }
+  if (t == RecvTake::kEmpty) {
+    if (rq->corrupt()) {  // the app broke its ring's index
+      if (s == nullptr) {
+        if (qp.state != QpState::kErr) {
+          push_async(AsyncEvent::kQpFatal, qp.qpn);
+          enter_error(qp);
+        }
+      } else if (!s->broken) {
+        s->broken = true;
+        push_async(AsyncEvent::kSrqErr, qp.srq);
+      }
+    }
+    return false;
+  }
   qp.resp_has_wqe = true;
   qp.resp_off = 0;
   if (s && s->limit && rq->count() < s->limit) {
@@ -283,8 +336,9 @@ bool EngineCore::take_recv_wqe(Qp &qp) noexcept {
   return true;
 }
 
-bool EngineCore::place_recv(Qp &qp, uint32_t off, const uint8_t *src, uint32_t len,
-                            WcStatus *st) noexcept {
+template <class Q>
+bool EngineCoreT<Q>::place_recv(Qp &qp, uint32_t off, const uint8_t *src, uint32_t len,
+                                WcStatus *st) noexcept {
   if (len == 0) return true;
   if (off > qp.resp_wqe.length || len > qp.resp_wqe.length - off) {
     *st = WcStatus::kLocLenErr;
@@ -311,8 +365,9 @@ bool EngineCore::place_recv(Qp &qp, uint32_t off, const uint8_t *src, uint32_t l
   return true;
 }
 
-bool EngineCore::gather_send(Qp &qp, uint32_t idx, uint32_t off, uint8_t *dst,
-                             uint32_t len) noexcept {
+template <class Q>
+bool EngineCoreT<Q>::gather_send(Qp &qp, uint32_t idx, uint32_t off, uint8_t *dst,
+                                 uint32_t len) noexcept {
   if (len == 0) return true;
   const SendWqe &w = qp.sq.at(idx);
   if (w.flags & kSendInline) {
@@ -336,8 +391,9 @@ bool EngineCore::gather_send(Qp &qp, uint32_t idx, uint32_t off, uint8_t *dst,
   return len == 0;
 }
 
-bool EngineCore::scatter_send(Qp &qp, uint32_t idx, uint32_t off, const uint8_t *src,
-                              uint32_t len) noexcept {
+template <class Q>
+bool EngineCoreT<Q>::scatter_send(Qp &qp, uint32_t idx, uint32_t off, const uint8_t *src,
+                                  uint32_t len) noexcept {
   if (len == 0) return true;
   const SendWqe &w = qp.sq.at(idx);
   const Sge *sg = qp.sq.sges(idx);
@@ -359,7 +415,8 @@ bool EngineCore::scatter_send(Qp &qp, uint32_t idx, uint32_t off, const uint8_t 
   return len == 0;
 }
 
-WcStatus EngineCore::check_local_sges(Qp &qp, uint32_t idx) noexcept {
+template <class Q>
+WcStatus EngineCoreT<Q>::check_local_sges(Qp &qp, uint32_t idx) noexcept {
   const SendWqe &w = qp.sq.at(idx);
   if (w.flags & kSendInline) return WcStatus::kSuccess;
   const bool writes = w.opcode == WrOpcode::kRdmaRead || w.opcode == WrOpcode::kAtomicCmpAndSwp ||
@@ -375,9 +432,46 @@ WcStatus EngineCore::check_local_sges(Qp &qp, uint32_t idx) noexcept {
   return WcStatus::kSuccess;
 }
 
-uint32_t EngineCore::credits_code(const Qp &qp) const noexcept {
+template <class Q>
+uint32_t EngineCoreT<Q>::credits_code(const Qp &qp) const noexcept {
   if (qp.srq) return aeth::kCreditsUnlimited;  // IBTA 10.2.9.5: SRQ QPs send "invalid" credits
   return aeth::credit_code(qp.rq.count());
 }
+
+template <class Q>
+bool EngineCoreT<Q>::pull_sq(Qp &qp) noexcept {
+  if (qp.sq.pull(cfg_.tx_budget) != 0) return true;
+  if (qp.sq.corrupt() && qp.state != QpState::kErr) {
+    // No WQE to complete it with: the QP is lost (a local work queue catastrophic error).
+    push_async(AsyncEvent::kQpFatal, qp.qpn);
+    enter_error(qp);
+  }
+  return false;
+}
+
+template <class Q>
+int EngineCoreT<Q>::sq_doorbell(uint32_t qpn) noexcept {
+  Qp *q = find_qp(qpn);
+  if (q == nullptr) return EINVAL;
+  if (q->state == QpState::kErr || q->state == QpState::kSqe) {
+    while (pull_sq(*q)) {
+    }
+    flush_send_queue(*q);
+  } else if (q->state == QpState::kRts && !q->rnr_wait) {
+    activate(*q);
+  }
+  return 0;
+}
+
+template <class Q>
+int EngineCoreT<Q>::rq_doorbell(uint32_t qpn) noexcept {
+  Qp *q = find_qp(qpn);
+  if (q == nullptr || q->srq) return EINVAL;
+  if (q->state == QpState::kErr) flush_recv_queue(*q);
+  return 0;
+}
+
+template class EngineCoreT<PrivateQueues>;
+template class EngineCoreT<RingQueues>;
 
 }  // namespace uroce::transport

@@ -17,6 +17,8 @@
 #include "transport/dcqcn_params.h"
 #include "transport/mr.h"
 #include "transport/qp.h"
+#include "transport/queues.h"
+#include "transport/ring_queues.h"
 #include "transport/timer.h"
 #include "transport/verbs_types.h"
 #include "transport/wq.h"
@@ -89,12 +91,19 @@ struct AsyncEventRecord {
   uint32_t handle = 0;  // QPN, CQ or SRQ handle
 };
 
-class EngineCore {
+template <class Q>
+class EngineCoreT {
  public:
-  explicit EngineCore(const EngineConfig &cfg);
-  ~EngineCore();
-  EngineCore(const EngineCore &) = delete;
-  EngineCore &operator=(const EngineCore &) = delete;
+  using Queues = Q;
+  using Qp = QpT<Q>;
+  using CompletionQueue = typename Q::Cq;
+  using RecvQueue = typename Q::Rq;
+  using SharedRecvQueue = SharedRecvQueueT<typename Q::Rq>;
+
+  explicit EngineCoreT(const EngineConfig &cfg);
+  ~EngineCoreT();
+  EngineCoreT(const EngineCoreT &) = delete;
+  EngineCoreT &operator=(const EngineCoreT &) = delete;
 
   // ---- objects (control plane: may allocate, never on the data path) ----
   // Handles are >= 1; 0 means failure (table full / bad argument).
@@ -104,15 +113,18 @@ class EngineCore {
   int reg_mr(uint32_t pd, void *host, uint64_t app_va, uint64_t len, uint32_t access,
              uint32_t *lkey, uint32_t *rkey) noexcept;
   int dereg_mr(uint32_t lkey) noexcept;
-  uint32_t create_cq(uint32_t depth);
+  // The CQ / SRQ / QP memory (Q::CqMem, Q::SrqMem, Q::QpMem): nothing for PrivateQueues, the
+  // app's rings for RingQueues.
+  uint32_t create_cq(uint32_t depth, const typename Q::CqMem &mem = {});
   int destroy_cq(uint32_t cq) noexcept;  // EBUSY while a QP uses it
-  uint32_t create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge);
+  uint32_t create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge,
+                      const typename Q::SrqMem &mem = {});
   int modify_srq(uint32_t srq, uint32_t srq_limit) noexcept;  // arms the limit event
   int destroy_srq(uint32_t srq) noexcept;
   uint32_t create_ah(uint32_t pd, const AhAttr &attr) noexcept;
   int destroy_ah(uint32_t ah) noexcept;
   // Returns the QPN (>= qpn_base) or 0 (EINVAL-class argument error / table full).
-  uint32_t create_qp(const QpInitAttr &init);
+  uint32_t create_qp(const QpInitAttr &init, const typename Q::QpMem &mem = {});
   int modify_qp(uint32_t qpn, const QpAttr &attr, uint32_t mask) noexcept;
   int query_qp(uint32_t qpn, QpAttr *attr, QpInitAttr *init) const noexcept;
   int destroy_qp(uint32_t qpn) noexcept;
@@ -122,6 +134,10 @@ class EngineCore {
   int post_send(uint32_t qpn, const SendWr &wr) noexcept;
   int post_recv(uint32_t qpn, const RecvWr &wr) noexcept;
   int post_srq_recv(uint32_t srq, const RecvWr &wr) noexcept;
+  // Shared rings (Q::kShared): the app published WQEs in the QP's SQ / RQ ring. The requester
+  // copies them as it reaches them; a QP in ERR flushes them now. 0 or EINVAL.
+  int sq_doorbell(uint32_t qpn) noexcept;
+  int rq_doorbell(uint32_t qpn) noexcept;
   uint32_t poll_cq(uint32_t cq, Wc *wc, uint32_t n) noexcept;
   int req_notify_cq(uint32_t cq, bool solicited_only) noexcept;
   uint32_t cq_events(uint32_t cq) noexcept;  // completion events since the last call
@@ -265,6 +281,11 @@ class EngineCore {
   void enter_sqe(Qp &qp) noexcept;
   void flush_send_queue(Qp &qp) noexcept;
   void flush_recv_queue(Qp &qp) noexcept;
+  // Copies WQEs the app published in a shared SQ ring; false when there is none (a broken
+  // ring: QP to ERR with IBV_EVENT_QP_FATAL).
+  bool pull_sq(Qp &qp) noexcept;
+  // The checks post_send makes, on a WQE copied from a shared ring (kSuccess or its status).
+  WcStatus check_copied_wqe(const Qp &qp, const SendWqe &w) const noexcept;
   // Takes the next receive WQE (RQ or SRQ) into qp.resp_wqe. False when there is none.
   bool take_recv_wqe(Qp &qp) noexcept;
   // Copies `len` bytes to the receive WQE at byte offset `off`; false on an SGE key / bounds /
@@ -343,5 +364,10 @@ class EngineCore {
   uint32_t async_head_ = 0, async_tail_ = 0;
   uint16_t ip_id_ = 0;
 };
+
+// The engine over its own queues (what the daemon uses until it is wired onto the rings).
+using EngineCore = EngineCoreT<PrivateQueues>;
+extern template class EngineCoreT<PrivateQueues>;
+extern template class EngineCoreT<RingQueues>;
 
 }  // namespace uroce::transport

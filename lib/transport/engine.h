@@ -18,11 +18,20 @@
 
 namespace uroce::transport {
 
-template <TxPort Port, Clock Clk>
-class Engine : public EngineCore {
+template <TxPort Port, Clock Clk, class Q = PrivateQueues>
+class Engine : public EngineCoreT<Q> {
+  using Base = EngineCoreT<Q>;
+  using typename Base::Qp;
+  // What the port-side roles use of EngineCoreT (a dependent base).
+  using Base::act_head_, Base::cfg_, Base::ctr_, Base::ip_id_, Base::mrs_, Base::now_, Base::wheel_;
+  using Base::activate, Base::ah_path, Base::check_local_sges, Base::complete_send,
+      Base::completer_rx, Base::credits_code, Base::deactivate, Base::enter_error, Base::enter_sqe,
+      Base::find_qp, Base::gather_send, Base::on_timer, Base::prefetch_qp, Base::prefetch_rx_qp,
+      Base::push_async, Base::resp_fatal, Base::responder_rx, Base::update_retransmit_timer;
+
  public:
   Engine(Port &port, const Clk &clock, const EngineConfig &cfg = EngineConfig{})
-      : EngineCore(cfg), port_(port), clock_(clock) {}
+      : Base(cfg), port_(port), clock_(clock) {}
 
   // Handles one received frame (the engine does not keep the pointer). now_ns: the clock's
   // time of the RX burst the frame came in (read once per burst by the caller: a clock read
@@ -72,16 +81,16 @@ inline constexpr int kTxNoBuffer = 1;  // back-pressure: try again on a later po
 inline constexpr int kTxBuildError = 2;
 inline constexpr int kTxFillError = 3;
 
-template <TxPort Port, Clock Clk>
+template <TxPort Port, Clock Clk, class Q>
 template <class Fill>
-int Engine<Port, Clk>::tx_frame(const wire::PacketDesc &d, Fill &&fill) noexcept {
+int Engine<Port, Clk, Q>::tx_frame(const wire::PacketDesc &d, Fill &&fill) noexcept {
   return tx_frame_with([&d](uint8_t *buf, size_t cap) { return wire::build_headers(buf, cap, d); },
                        static_cast<Fill &&>(fill));
 }
 
-template <TxPort Port, Clock Clk>
+template <TxPort Port, Clock Clk, class Q>
 template <class Hdrs, class Fill>
-int Engine<Port, Clk>::tx_frame_with(Hdrs &&hdrs, Fill &&fill) noexcept {
+int Engine<Port, Clk, Q>::tx_frame_with(Hdrs &&hdrs, Fill &&fill) noexcept {
   TxBuf b = port_.tx_alloc();
   if (b.data == nullptr) {
     ++ctr_.tx_backpressure;
@@ -102,8 +111,8 @@ int Engine<Port, Clk>::tx_frame_with(Hdrs &&hdrs, Fill &&fill) noexcept {
   return kTxOk;
 }
 
-template <TxPort Port, Clock Clk>
-uint32_t Engine<Port, Clk>::poll(uint64_t now_ns) noexcept {
+template <TxPort Port, Clock Clk, class Q>
+uint32_t Engine<Port, Clk, Q>::poll(uint64_t now_ns) noexcept {
   now_ = now_ns;
   wheel_.advance(now_, [this](TimerNode *t) { on_timer(t); });
   uint32_t sent = 0;
@@ -127,9 +136,9 @@ uint32_t Engine<Port, Clk>::poll(uint64_t now_ns) noexcept {
   return sent;
 }
 
-template <TxPort Port, Clock Clk>
-void Engine<Port, Clk>::rx_burst(const uint8_t *const *frames, const uint32_t *lens,
-                                 uint32_t n) noexcept {
+template <TxPort Port, Clock Clk, class Q>
+void Engine<Port, Clk, Q>::rx_burst(const uint8_t *const *frames, const uint32_t *lens,
+                                    uint32_t n) noexcept {
   constexpr uint32_t kAhead = 2;
   if (n == 0) return;
   const uint64_t now = clock_.now_ns();

@@ -38,7 +38,8 @@ bool opcode_allowed(QpType t, WrOpcode op) noexcept {
 
 }  // namespace
 
-size_t EngineCore::qp_footprint(const QpInitAttr &init) noexcept {
+template <class Q>
+size_t EngineCoreT<Q>::qp_footprint(const QpInitAttr &init) noexcept {
   const uint32_t sq = round_pow2(init.cap.max_send_wr ? init.cap.max_send_wr : 1);
   const uint32_t rq = init.srq ? 0 : round_pow2(init.cap.max_recv_wr ? init.cap.max_recv_wr : 1);
   const uint32_t ssge = init.cap.max_send_sge ? init.cap.max_send_sge : 1;
@@ -48,7 +49,8 @@ size_t EngineCore::qp_footprint(const QpInitAttr &init) noexcept {
          (rq ? size_t{rq} * (sizeof(RecvWqe) + rsge * sizeof(Sge)) : 0) + rsge * sizeof(Sge);
 }
 
-uint32_t EngineCore::create_qp(const QpInitAttr &init) {
+template <class Q>
+uint32_t EngineCoreT<Q>::create_qp(const QpInitAttr &init, const typename Q::QpMem &mem) {
   if (init.qp_type != QpType::kRc && init.qp_type != QpType::kUc && init.qp_type != QpType::kUd)
     return 0;
   if (!pds_.valid(init.pd) || !valid_cq(init.send_cq) || !valid_cq(init.recv_cq)) return 0;
@@ -89,8 +91,12 @@ uint32_t EngineCore::create_qp(const QpInitAttr &init) {
       q.mtu = 4096;
       q.mtu_shift = 12;
     }
-    q.sq.init(c.max_send_wr, q.cap.max_send_sge, c.max_inline_data);
-    if (!q.srq) q.rq.init(c.max_recv_wr, q.cap.max_recv_sge);
+    if (!Q::init_sq(q.sq, q.cap, mem) || (!q.srq && !Q::init_rq(q.rq, q.cap, mem))) {
+      q.sq.release();
+      q.rq.release();
+      q.in_use = false;
+      return 0;
+    }
     q.resp_sge_cap = q.srq ? srqs_[q.srq - 1].rq.max_sge() : q.cap.max_recv_sge;
     q.resp_sge.reset(new Sge[q.resp_sge_cap]);
     pds_.ref(q.pd);
@@ -102,7 +108,8 @@ uint32_t EngineCore::create_qp(const QpInitAttr &init) {
   return 0;
 }
 
-int EngineCore::destroy_qp(uint32_t qpn) noexcept {
+template <class Q>
+int EngineCoreT<Q>::destroy_qp(uint32_t qpn) noexcept {
   Qp *q = find_qp(qpn);
   if (!q) return EINVAL;
   wheel_.cancel(&q->retrans_timer);
@@ -120,7 +127,8 @@ int EngineCore::destroy_qp(uint32_t qpn) noexcept {
   return 0;
 }
 
-int EngineCore::modify_qp(uint32_t qpn, const QpAttr &attr, uint32_t mask) noexcept {
+template <class Q>
+int EngineCoreT<Q>::modify_qp(uint32_t qpn, const QpAttr &attr, uint32_t mask) noexcept {
   Qp *qp = find_qp(qpn);
   if (!qp) return EINVAL;
   Qp &q = *qp;
@@ -178,10 +186,9 @@ int EngineCore::modify_qp(uint32_t qpn, const QpAttr &attr, uint32_t mask) noexc
       wheel_.cancel(&q.rnr_timer);
       cc_stop(q);
       deactivate(q);
-      const uint32_t sq_depth = q.cap.max_send_wr;
-      q.sq.init(sq_depth, q.cap.max_send_sge, q.cap.max_inline_data);
-      if (!q.srq) q.rq.init(q.cap.max_recv_wr, q.cap.max_recv_sge);
-      q.req_idx = 0;
+      q.sq.reset();
+      if (!q.srq) q.rq.reset();
+      q.req_idx = q.sq.head();
       q.rd_atomic_out = 0;
       q.noack_pkts = 0;
       q.rnr_wait = false;
@@ -224,7 +231,8 @@ int EngineCore::modify_qp(uint32_t qpn, const QpAttr &attr, uint32_t mask) noexc
   }
 }
 
-int EngineCore::query_qp(uint32_t qpn, QpAttr *a, QpInitAttr *init) const noexcept {
+template <class Q>
+int EngineCoreT<Q>::query_qp(uint32_t qpn, QpAttr *a, QpInitAttr *init) const noexcept {
   const Qp *qp = find_qp(qpn);
   if (!qp) return EINVAL;
   const Qp &q = *qp;
@@ -269,97 +277,138 @@ int EngineCore::query_qp(uint32_t qpn, QpAttr *a, QpInitAttr *init) const noexce
 // there (the size check is the reminder).
 static_assert(sizeof(SendWqe) == 96, "post_send assigns every SendWqe field; update it");
 
-int EngineCore::post_send(uint32_t qpn, const SendWr &wr) noexcept {
-  Qp *qp = find_qp(qpn);
-  if (!qp) return EINVAL;
-  Qp &q = *qp;
-  if (q.state == QpState::kReset || q.state == QpState::kInit || q.state == QpState::kRtr)
+template <class Q>
+int EngineCoreT<Q>::post_send(uint32_t qpn, const SendWr &wr) noexcept {
+  if constexpr (Q::kShared) {  // the app posts into the shared rings
+    (void)qpn;
+    (void)wr;
     return EINVAL;
-  if (!opcode_allowed(q.type, wr.opcode)) return EINVAL;
-  if (wr.num_sge > q.cap.max_send_sge) return EINVAL;
-  uint64_t len = 0;
-  for (uint32_t i = 0; i < wr.num_sge; ++i)
-    len += wr.sg_list[i].length;
-  if (len > kMaxMsgSize) return EINVAL;
-  const bool atomic =
-      wr.opcode == WrOpcode::kAtomicCmpAndSwp || wr.opcode == WrOpcode::kAtomicFetchAndAdd;
-  if (atomic && (wr.num_sge != 1 || len != 8)) return EINVAL;
-  if ((wr.send_flags & kSendInline) &&
-      (len > q.cap.max_inline_data || atomic || wr.opcode == WrOpcode::kRdmaRead))
-    return EINVAL;
-  if (q.type == QpType::kUd && len > q.mtu) return EINVAL;
-  if (q.sq.full()) return ENOMEM;
-
-  const uint32_t idx = q.sq.head();
-  // The queue is deep (2048 WQEs of 96 + 16 * max_sge bytes per QP in the bench) and a slot is
-  // cold when its turn comes again: start taking the lines of the slot a few posts ahead.
-  constexpr uint32_t kPrefetchAhead = 4;
-  const auto *ahead = reinterpret_cast<const char *>(&q.sq.at(idx + kPrefetchAhead));
-  __builtin_prefetch(ahead, 1);
-  __builtin_prefetch(ahead + sizeof(SendWqe) - 1, 1);
-  __builtin_prefetch(q.sq.sges(idx + kPrefetchAhead), 1);
-  // Every field is assigned, none through a zeroed temporary: `w = SendWqe{}` compiled to a
-  // `rep stos` of the 96-byte struct on the stack and a copy, half of post_send's time in the
-  // uroced profile (doc/perf.md).
-  SendWqe &w = q.sq.at(idx);
-  w.state = WqeState::kPosted;
-  w.checked = false;
-  w.first_psn = 0;
-  w.last_psn = 0;
-  w.next_off = 0;
-  w.wr_id = wr.wr_id;
-  w.opcode = wr.opcode;
-  w.flags = wr.send_flags;
-  w.num_sge = wr.num_sge;
-  w.length = static_cast<uint32_t>(len);
-  w.imm_be = wr.imm_data_be;
-  w.inv_rkey = wr.invalidate_rkey;
-  w.remote_addr = wr.remote_addr;
-  w.rkey = wr.rkey;
-  w.compare_add = wr.compare_add;
-  w.swap = wr.swap;
-  w.ah = wr.ah;
-  w.remote_qpn = wr.remote_qpn & wire::kPsnMask;
-  w.remote_qkey = wr.remote_qkey;
-  if (wr.send_flags & kSendInline) {
-    // Inline: the bytes are copied now; sg_list addresses are readable by the engine.
-    uint8_t *dst = q.sq.inl(idx);
-    for (uint32_t i = 0; i < wr.num_sge; ++i) {
-      if (wr.sg_list[i].length)
-        std::memcpy(dst, reinterpret_cast<const void *>(wr.sg_list[i].addr), wr.sg_list[i].length);
-      dst += wr.sg_list[i].length;
-    }
   } else {
-    // An element loop, not memcpy: GCC expands the variable-length memcpy into `rep movsq`,
-    // which dominated post_send for the usual one or two SGEs (doc/perf.md).
-    Sge *dst = q.sq.sges(idx);
+    Qp *qp = find_qp(qpn);
+    if (!qp) return EINVAL;
+    Qp &q = *qp;
+    if (q.state == QpState::kReset || q.state == QpState::kInit || q.state == QpState::kRtr)
+      return EINVAL;
+    if (!opcode_allowed(q.type, wr.opcode)) return EINVAL;
+    if (wr.num_sge > q.cap.max_send_sge) return EINVAL;
+    uint64_t len = 0;
     for (uint32_t i = 0; i < wr.num_sge; ++i)
-      dst[i] = wr.sg_list[i];
-  }
-  q.sq.push();
-  if (q.state == QpState::kErr || q.state == QpState::kSqe) {
-    flush_send_queue(q);
+      len += wr.sg_list[i].length;
+    if (len > kMaxMsgSize) return EINVAL;
+    const bool atomic =
+        wr.opcode == WrOpcode::kAtomicCmpAndSwp || wr.opcode == WrOpcode::kAtomicFetchAndAdd;
+    if (atomic && (wr.num_sge != 1 || len != 8)) return EINVAL;
+    if ((wr.send_flags & kSendInline) &&
+        (len > q.cap.max_inline_data || atomic || wr.opcode == WrOpcode::kRdmaRead))
+      return EINVAL;
+    if (q.type == QpType::kUd && len > q.mtu) return EINVAL;
+    if (q.sq.full()) return ENOMEM;
+
+    const uint32_t idx = q.sq.head();
+    // The queue is deep (2048 WQEs of 96 + 16 * max_sge bytes per QP in the bench) and a slot is
+    // cold when its turn comes again: start taking the lines of the slot a few posts ahead.
+    constexpr uint32_t kPrefetchAhead = 4;
+    const auto *ahead = reinterpret_cast<const char *>(&q.sq.at(idx + kPrefetchAhead));
+    __builtin_prefetch(ahead, 1);
+    __builtin_prefetch(ahead + sizeof(SendWqe) - 1, 1);
+    __builtin_prefetch(q.sq.sges(idx + kPrefetchAhead), 1);
+    // Every field is assigned, none through a zeroed temporary: `w = SendWqe{}` compiled to a
+    // `rep stos` of the 96-byte struct on the stack and a copy, half of post_send's time in the
+    // uroced profile (doc/perf.md).
+    SendWqe &w = q.sq.at(idx);
+    w.state = WqeState::kPosted;
+    w.checked = false;
+    w.fault = 0;
+    w.first_psn = 0;
+    w.last_psn = 0;
+    w.next_off = 0;
+    w.wr_id = wr.wr_id;
+    w.opcode = wr.opcode;
+    w.flags = wr.send_flags;
+    w.num_sge = wr.num_sge;
+    w.length = static_cast<uint32_t>(len);
+    w.imm_be = wr.imm_data_be;
+    w.inv_rkey = wr.invalidate_rkey;
+    w.remote_addr = wr.remote_addr;
+    w.rkey = wr.rkey;
+    w.compare_add = wr.compare_add;
+    w.swap = wr.swap;
+    w.ah = wr.ah;
+    w.remote_qpn = wr.remote_qpn & wire::kPsnMask;
+    w.remote_qkey = wr.remote_qkey;
+    if (wr.send_flags & kSendInline) {
+      // Inline: the bytes are copied now; sg_list addresses are readable by the engine.
+      uint8_t *dst = q.sq.inl(idx);
+      for (uint32_t i = 0; i < wr.num_sge; ++i) {
+        if (wr.sg_list[i].length)
+          std::memcpy(dst, reinterpret_cast<const void *>(wr.sg_list[i].addr),
+                      wr.sg_list[i].length);
+        dst += wr.sg_list[i].length;
+      }
+    } else {
+      // An element loop, not memcpy: GCC expands the variable-length memcpy into `rep movsq`,
+      // which dominated post_send for the usual one or two SGEs (doc/perf.md).
+      Sge *dst = q.sq.sges(idx);
+      for (uint32_t i = 0; i < wr.num_sge; ++i)
+        dst[i] = wr.sg_list[i];
+    }
+    q.sq.push();
+    if (q.state == QpState::kErr || q.state == QpState::kSqe) {
+      flush_send_queue(q);
+      return 0;
+    }
+    if (q.state == QpState::kRts && !q.rnr_wait) activate(q);  // the doorbell
     return 0;
   }
-  if (q.state == QpState::kRts && !q.rnr_wait) activate(q);  // the doorbell
-  return 0;
 }
 
-int EngineCore::post_recv(uint32_t qpn, const RecvWr &wr) noexcept {
-  Qp *qp = find_qp(qpn);
-  if (!qp) return EINVAL;
-  Qp &q = *qp;
-  if (q.srq || q.state == QpState::kReset) return EINVAL;
-  if (wr.num_sge > q.cap.max_recv_sge) return EINVAL;
-  const int rc = q.rq.post(wr);
-  if (rc) return rc;
-  if (q.state == QpState::kErr) flush_recv_queue(q);
-  return 0;
+template <class Q>
+int EngineCoreT<Q>::post_recv(uint32_t qpn, const RecvWr &wr) noexcept {
+  if constexpr (Q::kShared) {  // the app posts into the shared rings
+    (void)qpn;
+    (void)wr;
+    return EINVAL;
+  } else {
+    Qp *qp = find_qp(qpn);
+    if (!qp) return EINVAL;
+    Qp &q = *qp;
+    if (q.srq || q.state == QpState::kReset) return EINVAL;
+    if (wr.num_sge > q.cap.max_recv_sge) return EINVAL;
+    const int rc = q.rq.post(wr);
+    if (rc) return rc;
+    if (q.state == QpState::kErr) flush_recv_queue(q);
+    return 0;
+  }
 }
 
-int EngineCore::post_srq_recv(uint32_t srq, const RecvWr &wr) noexcept {
-  if (!valid_srq(srq)) return EINVAL;
-  return srqs_[srq - 1].rq.post(wr);
+template <class Q>
+int EngineCoreT<Q>::post_srq_recv(uint32_t srq, const RecvWr &wr) noexcept {
+  if constexpr (Q::kShared) {  // the app posts into the shared rings
+    (void)srq;
+    (void)wr;
+    return EINVAL;
+  } else {
+    if (!valid_srq(srq)) return EINVAL;
+    return srqs_[srq - 1].rq.post(wr);
+  }
 }
+
+template <class Q>
+WcStatus EngineCoreT<Q>::check_copied_wqe(const Qp &q, const SendWqe &w) const noexcept {
+  if (w.fault) return static_cast<WcStatus>(w.fault);
+  if (!opcode_allowed(q.type, w.opcode)) return WcStatus::kLocQpOpErr;
+  const bool atomic =
+      w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd;
+  if ((w.flags & kSendInline) && (atomic || w.opcode == WrOpcode::kRdmaRead))
+    return WcStatus::kLocQpOpErr;
+  if (w.num_sge > q.cap.max_send_sge || (atomic && (w.num_sge != 1 || w.length != 8)) ||
+      ((w.flags & kSendInline) && w.length > q.cap.max_inline_data) ||
+      (q.type == QpType::kUd && w.length > q.mtu))
+    return WcStatus::kLocLenErr;
+  return WcStatus::kSuccess;
+}
+
+template class EngineCoreT<PrivateQueues>;
+template class EngineCoreT<RingQueues>;
 
 }  // namespace uroce::transport

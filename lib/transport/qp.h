@@ -15,6 +15,7 @@
 #include "transport/dcqcn.h"
 #include "transport/hdr_template.h"
 #include "transport/pacer.h"
+#include "transport/queues.h"
 #include "transport/timer.h"
 #include "transport/verbs_types.h"
 #include "transport/wq.h"
@@ -67,7 +68,8 @@ struct QpCounters {
 // indices); what only setup, errors, READ / atomics or introspection touch comes last (the
 // 768-byte responder resources, the counters, the RNR timer). Only the order matters here:
 // every field keeps its meaning and default.
-struct alignas(64) Qp {
+template <class Q>
+struct alignas(64) QpT {
   // ---- hot: touched by every data packet / ACK of the QP ----
   // identity and state (rx checks, poll)
   bool in_use = false;
@@ -90,7 +92,7 @@ struct alignas(64) Qp {
   uint32_t mtu_shift = 10;
 
   // scheduling
-  Qp *act_next = nullptr, *act_prev = nullptr;
+  QpT *act_next = nullptr, *act_prev = nullptr;
 
   // requester
   uint32_t req_psn = 0;        // PSN of the next new request packet
@@ -128,8 +130,8 @@ struct alignas(64) Qp {
   wire::PathInfo path;
   HdrTemplate hdr;  // RC / UC frame headers pre-built from path / dest_qpn (hdr_template.h)
 
-  SendQueue sq;
-  RecvQueue rq;
+  typename Q::Sq sq;
+  typename Q::Rq rq;
   QpTimer retrans_timer;
   AckQueue acks;
 

@@ -19,8 +19,8 @@
 
 namespace uroce::transport {
 
-template <TxPort Port, Clock Clk>
-void Engine<Port, Clk>::rx(const uint8_t *frame, uint32_t len, uint64_t now_ns) noexcept {
+template <TxPort Port, Clock Clk, class Q>
+void Engine<Port, Clk, Q>::rx(const uint8_t *frame, uint32_t len, uint64_t now_ns) noexcept {
   now_ = now_ns;
   ++ctr_.rx_pkts;
   wire::ParsedPacket p;
@@ -70,15 +70,15 @@ void Engine<Port, Clk>::rx(const uint8_t *frame, uint32_t len, uint64_t now_ns) 
   }
 }
 
-template <TxPort Port, Clock Clk>
-void Engine<Port, Clk>::rx_cnp(Qp &qp) noexcept {
+template <TxPort Port, Clock Clk, class Q>
+void Engine<Port, Clk, Q>::rx_cnp(Qp &qp) noexcept {
   ++qp.stats.cnp_rcvd;
-  cc_cnp(qp);
+  this->cc_cnp(qp);
   if (cfg_.hooks.on_cnp_received) cfg_.hooks.on_cnp_received(cfg_.hooks.ctx, qp.qpn, now_);
 }
 
-template <TxPort Port, Clock Clk>
-void Engine<Port, Clk>::note_ce(Qp &qp) noexcept {
+template <TxPort Port, Clock Clk, class Q>
+void Engine<Port, Clk, Q>::note_ce(Qp &qp) noexcept {
   ++qp.stats.ce_seen;
   if (cfg_.hooks.on_ce) cfg_.hooks.on_ce(cfg_.hooks.ctx, qp.qpn, now_);
   // Notification point (DCQCN): at most one CNP per QP per interval, to the QP that sent the

@@ -67,8 +67,8 @@ constexpr uint8_t request_opcode(QpType t, WrOpcode op, bool first, bool last) n
 
 }  // namespace detail
 
-template <TxPort Port, Clock Clk>
-uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_full) noexcept {
+template <TxPort Port, Clock Clk, class Q>
+uint32_t Engine<Port, Clk, Q>::run_requester(Qp &qp, uint32_t budget, bool *port_full) noexcept {
   using detail::ReqState;
   uint32_t sent = 0;
   WcStatus lerr = WcStatus::kSuccess;
@@ -78,7 +78,12 @@ uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_fu
   while (st != ReqState::kStop) {
     switch (st) {
       case ReqState::kNextWqe: {
-        if (qp.rnr_wait || !qp.has_send_work() || sent >= budget) {
+        if (qp.rnr_wait || sent >= budget) {
+          st = ReqState::kStop;
+          break;
+        }
+        // Shared rings: copy what the app published since (nothing to do for PrivateQueues).
+        if (!qp.has_send_work() && !(Q::kShared && this->pull_sq(qp))) {
           st = ReqState::kStop;
           break;
         }
@@ -96,7 +101,8 @@ uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_fu
 
       case ReqState::kStartWqe: {
         if (!w->checked) {
-          lerr = check_local_sges(qp, idx);
+          lerr = Q::kShared ? this->check_copied_wqe(qp, *w) : WcStatus::kSuccess;
+          if (lerr == WcStatus::kSuccess) lerr = check_local_sges(qp, idx);
           if (lerr == WcStatus::kSuccess && qp.type == QpType::kUd &&
               ah_path(w->ah, qp.pd) == nullptr)
             lerr = WcStatus::kLocQpOpErr;
@@ -140,7 +146,8 @@ uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_fu
         const uint32_t left = w->length - off;
         const uint32_t plen = rd_atomic ? 0 : (left < qp.mtu ? left : qp.mtu);
         const bool last = rd_atomic || left <= qp.mtu;
-        if (qp.paced && !cc_may_send(qp, plen + kPaceOverhead)) {  // DCQCN pacing (cc.cc)
+        if (qp.paced &&
+            !this->cc_may_send(qp, plen + this->kPaceOverhead)) {  // DCQCN pacing (cc.cc)
           st = ReqState::kStop;
           break;
         }
@@ -281,7 +288,7 @@ uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_fu
         }
         ++sent;
         ++qp.stats.tx_pkts;
-        if (qp.paced) cc_sent(qp, plen + kPaceOverhead);
+        if (qp.paced) this->cc_sent(qp, plen + this->kPaceOverhead);
         if (rd_atomic) {
           qp.req_psn = wire::psn_add(w->last_psn, 1);
           w->next_off = w->length;
@@ -296,8 +303,8 @@ uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_fu
           if (rd_atomic) ++qp.rd_atomic_out;
           if (qp.type != QpType::kRc) {
             // UC / UD: nothing will acknowledge it; it completes once sent (IBTA 9.8.2).
+            qp.sq.pop();  // the slot is free before the completion is visible
             complete_send(qp, *w, WcStatus::kSuccess);
-            qp.sq.pop();
           }
         } else {
           w->state = WqeState::kSending;
@@ -314,8 +321,8 @@ uint32_t Engine<Port, Clk>::run_requester(Qp &qp, uint32_t budget, bool *port_fu
           st = ReqState::kStop;
           break;
         }
-        complete_send(qp, *w, lerr);
         qp.sq.pop();
+        complete_send(qp, *w, lerr);
         qp.req_idx = qp.sq.tail();
         if (qp.type == QpType::kRc)
           enter_error(qp);

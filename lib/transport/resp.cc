@@ -46,8 +46,9 @@ bool continues(uint8_t prev, uint32_t cur_mask) noexcept {
 
 }  // namespace
 
-void EngineCore::resp_fatal(Qp &qp, aeth::NakCode code, WcStatus recv_status,
-                            uint32_t psn) noexcept {
+template <class Q>
+void EngineCoreT<Q>::resp_fatal(Qp &qp, aeth::NakCode code, WcStatus recv_status,
+                                uint32_t psn) noexcept {
   // Class C/D errors of IBTA 9.9.3.1.2: NAK, then the responder QP enters the Error state.
   if (qp.resp_has_wqe && recv_status != WcStatus::kWrFlushErr) {
     Wc wc;
@@ -66,14 +67,16 @@ void EngineCore::resp_fatal(Qp &qp, aeth::NakCode code, WcStatus recv_status,
   enter_error(qp);
 }
 
-void EngineCore::responder_rx(Qp &qp, const wire::ParsedPacket &p) noexcept {
+template <class Q>
+void EngineCoreT<Q>::responder_rx(Qp &qp, const wire::ParsedPacket &p) noexcept {
   responder_step(qp, p);
   // Whatever the outcome, queued responses (ACK, NAK, RNR NAK, READ / atomic replies) are
   // sent by the next poll.
   if (!qp.acks.empty() || qp.fatal_nak_pending) activate(qp);
 }
 
-void EngineCore::responder_step(Qp &qp, const wire::ParsedPacket &p) noexcept {
+template <class Q>
+void EngineCoreT<Q>::responder_step(Qp &qp, const wire::ParsedPacket &p) noexcept {
   const wire::Bth *bth = p.bth();
   const uint32_t psn = bth->psn();
   const uint8_t opc = bth->opcode();
@@ -257,6 +260,7 @@ void EngineCore::responder_step(Qp &qp, const wire::ParsedPacket &p) noexcept {
         const bool needs_wqe =
             (is_send(m) && (m & wire::kMaskFirst)) || ((m & wire::kMaskRecvWqe) && is_write(m));
         if (needs_wqe && !qp.resp_has_wqe && !take_recv_wqe(qp)) {
+          if (qp.state == QpState::kErr) return;  // a malformed WQE in a shared ring
           if (!rc) {
             qp.resp_psn = wire::psn_add(psn, 1);
             uc_drop(DropReason::kResource);
@@ -513,5 +517,8 @@ void EngineCore::responder_step(Qp &qp, const wire::ParsedPacket &p) noexcept {
     }
   }
 }
+
+template class EngineCoreT<PrivateQueues>;
+template class EngineCoreT<RingQueues>;
 
 }  // namespace uroce::transport

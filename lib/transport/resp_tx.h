@@ -13,8 +13,8 @@
 
 namespace uroce::transport {
 
-template <TxPort Port, Clock Clk>
-bool Engine<Port, Clk>::send_ack(Qp &qp, uint8_t syndrome, uint32_t psn, uint32_t msn) noexcept {
+template <TxPort Port, Clock Clk, class Q>
+bool Engine<Port, Clk, Q>::send_ack(Qp &qp, uint8_t syndrome, uint32_t psn, uint32_t msn) noexcept {
   const uint16_t ip_id = ip_id_++;
   auto describe = [&](wire::PacketDesc &d) {
     d.path = &qp.path;
@@ -56,8 +56,8 @@ bool Engine<Port, Clk>::send_ack(Qp &qp, uint8_t syndrome, uint32_t psn, uint32_
   return true;
 }
 
-template <TxPort Port, Clock Clk>
-bool Engine<Port, Clk>::send_cnp(Qp &qp) noexcept {
+template <TxPort Port, Clock Clk, class Q>
+bool Engine<Port, Clk, Q>::send_cnp(Qp &qp) noexcept {
   // RoCE v2 CNP (Annex A17.9.3): BTH opcode 0x81, BECN set, destination = the QP whose packet
   // was marked, PSN 0, 16 reserved bytes; not ECN-capable itself.
   wire::PacketDesc d;
@@ -76,8 +76,8 @@ bool Engine<Port, Clk>::send_cnp(Qp &qp) noexcept {
   return true;
 }
 
-template <TxPort Port, Clock Clk>
-uint32_t Engine<Port, Clk>::run_responses(Qp &qp, uint32_t budget, bool *port_full) noexcept {
+template <TxPort Port, Clock Clk, class Q>
+uint32_t Engine<Port, Clk, Q>::run_responses(Qp &qp, uint32_t budget, bool *port_full) noexcept {
   uint32_t n = 0;
   if (qp.fatal_nak_pending) {
     if (!send_ack(qp, qp.fatal_nak_syndrome, qp.fatal_nak_psn, qp.resp_msn)) {

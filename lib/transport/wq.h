@@ -23,6 +23,9 @@ constexpr uint32_t round_pow2(uint32_t v) noexcept {
 // ---------------------------------------------------------------------------------------------
 // Receive side
 
+// What taking a receive WQE gave: one (kOk), none, or one that is malformed (shared rings).
+enum class RecvTake : uint8_t { kOk = 0, kEmpty, kBad };
+
 struct RecvWqe {
   uint64_t wr_id = 0;
   uint32_t num_sge = 0;
@@ -61,6 +64,18 @@ class RecvQueue {
   bool empty() const noexcept { return head_ == tail_; }
   uint32_t count() const noexcept { return head_ - tail_; }
   const RecvWqe &front() const noexcept { return wqe_[tail_ & (size_ - 1)]; }
+  // The next WQE into w / sg (at most sg_cap SGEs: the QP's receive SGE capacity).
+  RecvTake take(RecvWqe &w, Sge *sg, uint32_t sg_cap) noexcept {
+    if (empty()) return RecvTake::kEmpty;
+    w = front();
+    if (w.num_sge > sg_cap) w.num_sge = sg_cap;  // cannot be: post() checked max_sge
+    if (w.num_sge) std::memcpy(sg, front_sges(), w.num_sge * sizeof(Sge));
+    pop();
+    return RecvTake::kOk;
+  }
+  void done() noexcept {}  // slots are freed at take
+  bool corrupt() const noexcept { return false; }
+  void reset() noexcept { head_ = tail_ = 0; }
   const Sge *front_sges() const noexcept { return &sge_[size_t{tail_ & (size_ - 1)} * max_sge_]; }
   void pop() noexcept { ++tail_; }
   uint32_t max_sge() const noexcept { return max_sge_; }
@@ -75,12 +90,14 @@ class RecvQueue {
 
 // A shared receive queue (ibv_srq): a RecvQueue with the limit event (IBTA 10.2.9.4: armed by
 // modify_srq(srq_limit); raised once when the number of WQEs drops below the limit).
-struct SharedRecvQueue {
-  RecvQueue rq;
+template <class Rq>
+struct SharedRecvQueueT {
+  Rq rq;
   uint32_t pd = 0;
   uint32_t limit = 0;  // 0: disarmed
   uint32_t refs = 0;   // QPs attached
   bool in_use = false;
+  bool broken = false;  // its shared ring's index is corrupt (IBV_EVENT_SRQ_ERR sent once)
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -111,6 +128,7 @@ struct SendWqe {
   // progress
   WqeState state = WqeState::kPosted;
   bool checked = false;  // local keys verified
+  uint8_t fault = 0;     // a WcStatus: the copied WQE is malformed (shared rings only)
   uint32_t first_psn = 0;
   uint32_t last_psn = 0;
   uint32_t next_off = 0;  // byte offset of the next packet to send
@@ -135,6 +153,9 @@ class SendQueue {
     cap_ = 0;
   }
   bool full() const noexcept { return head_ - tail_ >= cap_; }
+  void reset() noexcept { head_ = tail_ = 0; }
+  uint32_t pull(uint32_t) noexcept { return 0; }  // post_send copied every WQE already
+  bool corrupt() const noexcept { return false; }
   SendWqe &at(uint32_t c) noexcept { return wqe_[c & (size_ - 1)]; }
   Sge *sges(uint32_t c) noexcept { return &sge_[size_t{c & (size_ - 1)} * max_sge_]; }
   uint8_t *inl(uint32_t c) noexcept { return &inl_[size_t{c & (size_ - 1)} * max_inline_]; }

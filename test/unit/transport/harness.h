@@ -2,15 +2,23 @@
 // Test harness for the transport engine: N engines on a FakeLink driven by a FakeClock, with
 // helpers to register memory, connect RC / UC QPs and run the network until a condition holds.
 // Everything is bounded: run_until gives up after a step limit and reports it.
+// NetT<Q> runs the engines over queue backend Q (transport/queues.h): with RingQueues the
+// harness plays the app, writing WQE slots into the ABI rings and polling CQE slots
+// (post_send / post_recv / post_srq_recv / poll_cq below work with either backend).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
+
+#include "uroce/abi.h"
+#include "uroce/ring.h"
 
 #include "support/fake_clock.h"
 #include "support/fake_link.h"
@@ -23,14 +31,34 @@ using test::FakeClock;
 using test::FakeLink;
 using Eng = Engine<Endpoint, FakeClock>;
 
-struct Node {
+// The app's side of the shared rings of one node (RingQueues only).
+struct AppRings {
+  struct Mem {
+    void operator()(void *p) const noexcept { std::free(p); }
+  };
+  std::vector<std::unique_ptr<void, Mem>> mem;
+  std::map<uint32_t, shm::RingProducer> sq, rq, srq;  // by QPN / SRQ handle
+  std::map<uint32_t, shm::RingConsumer> cq;           // by CQ handle
+  RingQueues::Ring make(uint32_t slot_size, uint32_t slots) {
+    const size_t bytes = abi::ring_bytes(slot_size, slots);
+    void *m = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    mem.emplace_back(m);
+    EXPECT_EQ(shm::ring_init(m, bytes, slot_size, slots), shm::RingError::kOk);
+    return RingQueues::Ring{m, bytes, slot_size, slots};
+  }
+};
+
+template <class Q>
+struct NodeT {
   Endpoint *ep = nullptr;
-  std::unique_ptr<Eng> eng;
+  std::unique_ptr<Engine<Endpoint, FakeClock, Q>> eng;
+  AppRings app;
   uint8_t mac[6] = {};
   wire::Gid gid;
   uint32_t pd = 0;
   uint32_t cq = 0;
 };
+using Node = NodeT<PrivateQueues>;
 
 // A registered buffer: host memory plus the application VA the peer uses.
 struct Buf {
@@ -56,9 +84,14 @@ struct RcParams {
   uint32_t srq_a = 0, srq_b = 0;
 };
 
-class Net {
+template <class Q = PrivateQueues>
+class NetT {
  public:
-  Net(uint64_t seed, size_t n, const EngineConfig &cfg = EngineConfig{}, size_t pool = 1024)
+  using EngT = Engine<Endpoint, FakeClock, Q>;
+  using Node = NodeT<Q>;
+  static constexpr bool kRings = Q::kShared;
+
+  NetT(uint64_t seed, size_t n, const EngineConfig &cfg = EngineConfig{}, size_t pool = 1024)
       : link(seed, clock) {
     for (size_t i = 0; i < n; ++i) {
       auto nd = std::make_unique<Node>();
@@ -68,15 +101,137 @@ class Net {
       nd->ep->user = nd.get();
       EngineConfig c = cfg;
       c.seed = seed * 31 + i;
-      nd->eng = std::make_unique<Eng>(*nd->ep, clock, c);
+      nd->eng = std::make_unique<EngT>(*nd->ep, clock, c);
       nd->gid = wire::Gid::from_ipv4(10, 0, 0, static_cast<uint8_t>(1 + i));
       nd->pd = nd->eng->create_pd();
-      nd->cq = nd->eng->create_cq(1u << 15);
       nodes.push_back(std::move(nd));
+      node(i).cq = create_cq(i, 1u << 15);
     }
   }
 
-  Eng &e(size_t i) { return *nodes[i]->eng; }
+  EngT &e(size_t i) { return *nodes[i]->eng; }
+
+  // ---- the app's verbs, over either backend ----
+  uint32_t create_cq(size_t i, uint32_t depth) {
+    if constexpr (kRings) {
+      const uint32_t slots = round_pow2(depth);
+      auto r = node(i).app.make(sizeof(abi::Cqe), slots);
+      const uint32_t h = e(i).create_cq(depth, r);
+      if (h) {
+        EXPECT_EQ(node(i).app.cq[h].attach(r.mem, r.bytes, r.slot_size, r.slots),
+                  shm::RingError::kOk);
+      }
+      return h;
+    } else {
+      return e(i).create_cq(depth);
+    }
+  }
+  uint32_t create_srq(size_t i, uint32_t max_wr, uint32_t max_sge) {
+    if constexpr (kRings) {
+      auto r = node(i).app.make(abi::recv_slot_size(max_sge), round_pow2(max_wr));
+      const uint32_t h = e(i).create_srq(node(i).pd, max_wr, max_sge, r);
+      if (h) {
+        EXPECT_EQ(node(i).app.srq[h].attach(r.mem, r.bytes, r.slot_size, r.slots),
+                  shm::RingError::kOk);
+      }
+      return h;
+    } else {
+      return e(i).create_srq(node(i).pd, max_wr, max_sge);
+    }
+  }
+  // Writes the WR into the next SQ slot (as the verbs shim does) and rings the doorbell.
+  int post_send(size_t i, uint32_t qpn, const SendWr &wr) {
+    if constexpr (kRings) {
+      shm::RingProducer &p = node(i).app.sq[qpn];
+      if (p.reserve(1) != 1) return ENOMEM;
+      auto *s = static_cast<uint8_t *>(p.slot(0));
+      abi::SendWqeHeader h{};
+      h.wr_id = wr.wr_id;
+      h.opcode = static_cast<uint8_t>(wr.opcode);
+      h.send_flags = wr.send_flags;
+      h.imm_data = wr.opcode == WrOpcode::kSendWithInv ? wr.invalidate_rkey : wr.imm_data_be;
+      h.remote_addr = wr.remote_addr;
+      h.rkey = wr.rkey;
+      h.ud_ah = wr.ah;
+      h.compare_add = wr.compare_add;
+      h.swap = wr.swap;
+      h.remote_qpn = wr.remote_qpn;
+      h.remote_qkey = wr.remote_qkey;
+      if (wr.send_flags & kSendInline) {
+        uint32_t len = 0;
+        for (uint32_t k = 0; k < wr.num_sge; ++k) {
+          std::memcpy(s + sizeof h + len, reinterpret_cast<const void *>(wr.sg_list[k].addr),
+                      wr.sg_list[k].length);
+          len += wr.sg_list[k].length;
+        }
+        h.inline_len = static_cast<uint16_t>(len);
+      } else {
+        h.num_sge = wr.num_sge;
+        for (uint32_t k = 0; k < wr.num_sge; ++k) {
+          const abi::Sge g{wr.sg_list[k].addr, wr.sg_list[k].length, wr.sg_list[k].lkey};
+          std::memcpy(s + sizeof h + k * sizeof g, &g, sizeof g);
+        }
+      }
+      std::memcpy(s, &h, sizeof h);
+      p.commit(1);
+      return e(i).sq_doorbell(qpn);
+    } else {
+      return e(i).post_send(qpn, wr);
+    }
+  }
+  static int write_recv(shm::RingProducer &p, const RecvWr &wr) {
+    if (p.reserve(1) != 1) return ENOMEM;
+    auto *s = static_cast<uint8_t *>(p.slot(0));
+    abi::RecvWqeHeader h{wr.wr_id, wr.num_sge, 0};
+    std::memcpy(s, &h, sizeof h);
+    for (uint32_t k = 0; k < wr.num_sge; ++k) {
+      const abi::Sge g{wr.sg_list[k].addr, wr.sg_list[k].length, wr.sg_list[k].lkey};
+      std::memcpy(s + sizeof h + k * sizeof g, &g, sizeof g);
+    }
+    p.commit(1);
+    return 0;
+  }
+  int post_recv(size_t i, uint32_t qpn, const RecvWr &wr) {
+    if constexpr (kRings) {
+      const int rc = write_recv(node(i).app.rq[qpn], wr);
+      return rc ? rc : e(i).rq_doorbell(qpn);
+    } else {
+      return e(i).post_recv(qpn, wr);
+    }
+  }
+  int post_srq_recv(size_t i, uint32_t srq, const RecvWr &wr) {
+    if constexpr (kRings)
+      return write_recv(node(i).app.srq[srq], wr);
+    else
+      return e(i).post_srq_recv(srq, wr);
+  }
+  uint32_t poll_cq(size_t i, uint32_t cq, Wc *out, uint32_t n) {
+    if constexpr (kRings) {
+      shm::RingConsumer &c = node(i).app.cq[cq];
+      uint32_t k = 0;
+      abi::Cqe q;
+      while (k < n && c.try_pop(&q) == shm::RingError::kOk) {
+        Wc &w = out[k++];
+        w = Wc{};
+        w.wr_id = q.wr_id;
+        w.status = static_cast<WcStatus>(q.status);
+        w.opcode = static_cast<WcOpcode>(q.opcode);
+        w.vendor_err = q.vendor_err;
+        w.byte_len = q.byte_len;
+        w.imm_data = q.imm_data;
+        w.qp_num = q.qp_num;
+        w.src_qp = q.src_qp;
+        w.wc_flags = q.wc_flags;
+        w.pkey_index = q.pkey_index;
+        w.slid = q.slid;
+        w.sl = q.sl;
+        w.dlid_path_bits = q.dlid_path_bits;
+      }
+      return k;
+    } else {
+      return e(i).poll_cq(cq, out, n);
+    }
+  }
   Node &node(size_t i) { return *nodes[i]; }
 
   Buf reg(size_t i, size_t len, uint32_t access, uint64_t va, uint32_t pd = 0) {
@@ -113,7 +268,26 @@ class Net {
     ia.recv_cq = node(i).cq;
     ia.srq = srq;
     ia.cap = rp.cap;
-    return e(i).create_qp(ia);
+    if constexpr (kRings) {
+      typename Q::QpMem m;
+      m.sq = node(i).app.make(abi::send_slot_size(rp.cap.max_send_sge, rp.cap.max_inline_data),
+                              round_pow2(rp.cap.max_send_wr ? rp.cap.max_send_wr : 1));
+      if (!srq)
+        m.rq = node(i).app.make(abi::recv_slot_size(rp.cap.max_recv_sge),
+                                round_pow2(rp.cap.max_recv_wr ? rp.cap.max_recv_wr : 1));
+      const uint32_t qpn = e(i).create_qp(ia, m);
+      if (qpn) {
+        EXPECT_EQ(node(i).app.sq[qpn].attach(m.sq.mem, m.sq.bytes, m.sq.slot_size, m.sq.slots),
+                  shm::RingError::kOk);
+        if (!srq) {
+          EXPECT_EQ(node(i).app.rq[qpn].attach(m.rq.mem, m.rq.bytes, m.rq.slot_size, m.rq.slots),
+                    shm::RingError::kOk);
+        }
+      }
+      return qpn;
+    } else {
+      return e(i).create_qp(ia);
+    }
   }
 
   // Brings a QP to RTS towards (peer node, peer qpn).
@@ -196,7 +370,7 @@ class Net {
     return run_until([&] {
       Wc wc[64];
       uint32_t k;
-      while ((k = e(i).poll_cq(c, wc, 64)) > 0)
+      while ((k = poll_cq(i, c, wc, 64)) > 0)
         out.insert(out.end(), wc, wc + k);
       return out.size() >= n;
     });
@@ -206,6 +380,7 @@ class Net {
   FakeLink link;
   std::vector<std::unique_ptr<Node>> nodes;
 };
+using Net = NetT<PrivateQueues>;
 
 inline SendWr make_wr(uint64_t id, WrOpcode op, const Buf &local, uint64_t off, uint32_t len,
                       uint32_t flags = kSendSignaled) {

@@ -193,10 +193,20 @@ TYPED_TEST(Backend, SrqSharedByTwoQpsWithLoss) {
 
 using RingNet = NetT<RingQueues>;
 
+// The slot `idx` of a ring mapped at `hdr` (the slots follow the header in the mapping).
+uint8_t *slot_at(void *hdr, uint64_t idx, size_t capacity, size_t slot_size) {
+  return static_cast<uint8_t *>(hdr) + sizeof(abi::RingHeader) + (idx & (capacity - 1)) * slot_size;
+}
+
+// GCC 12's -Warray-bounds / -Wstringop-overread, in the sanitized build only, take the memcpy
+// from a slot below for a read of a zero-sized object (false: the slot is in the ring's mapping).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Warray-bounds"
+#pragma GCC diagnostic ignored "-Wstringop-overread"
+
 uint8_t *sq_slot(RingNet &net, size_t i, uint32_t qpn, uint64_t idx) {
   shm::RingProducer &p = net.node(i).app.sq[qpn];
-  auto *base = reinterpret_cast<uint8_t *>(p.header()) + sizeof(abi::RingHeader);
-  return base + (idx & (p.capacity() - 1)) * p.slot_size();
+  return slot_at(p.header(), idx, p.capacity(), p.slot_size());
 }
 
 // After the requester copied a WRITE (its first transmission is lost), the app rewrites the
@@ -242,6 +252,7 @@ TEST(SharedRings, SlotRewrittenAfterTheCopyChangesNothing) {
   EXPECT_GT(net.e(0).qp_counters(qa)->retransmits, 0u);
   EXPECT_EQ(std::memcmp(b.at(8192), a.at(0), 4096), 0);
 }
+#pragma GCC diagnostic pop
 
 // Rewritten before the copy, a slot is a WQE like any other: validated on the copy, it
 // completes in error once, nothing is sent, and the QP enters ERR (later WRs flush).
@@ -371,8 +382,7 @@ TEST(SharedRings, RecvSlotRewrittenAfterTakeChangesNothing) {
       static_cast<RingNet::Node *>(to.user)->eng->rx(f, len);
       if (&to == net.node(1).ep && ++frames == 1) {
         // The responder took the WQE with the first packet: the app now points it elsewhere.
-        auto *base = reinterpret_cast<uint8_t *>(rq.header()) + sizeof(abi::RingHeader);
-        uint8_t *s = base + (idx & (rq.capacity() - 1)) * rq.slot_size();
+        uint8_t *s = slot_at(rq.header(), idx, rq.capacity(), rq.slot_size());
         const abi::Sge evil{kVaB + (1u << 20), 1u << 20, b.key};
         std::memcpy(s + sizeof(abi::RecvWqeHeader), &evil, sizeof evil);
       }

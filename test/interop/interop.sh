@@ -7,7 +7,7 @@
 #     drives with net_af_packet (kernel IPv6 off, no address on it);
 #   - tshark captures UDP 4791 on the bridge (promiscuous: every frame forwarded between ports);
 #   - the guest (10.77.0.11, rxe0) runs the unmodified ibv_rc_pingpong / ibv_uc_pingpong /
-#     ibv_ud_pingpong -g 1, each as server and then as client; the host side is
+#     ibv_ud_pingpong -g 1 (the IPv4-mapped GID), each as server and then as client; the host side is
 #     test/interop/rxe_peer on lib/client through uroced (10.77.0.2);
 #   - data checked by rxe_peer (the tools echo what they receive), the guest tools' exit
 #     status, the guest's UDP / rxe counters (rxe drops bad frames silently: every datagram the
@@ -16,7 +16,9 @@
 #     ICRC, tshark without malformed frames, both directions, the path MTU reached).
 # Scenarios: mtu1500 (IB MTU 1024: RC 4096 B and 1 B, UC 3000 B, UD 1024 B), mtu4200 (IB MTU
 # 4096: RC 10000 B, UC 9000 B, UD 4096 B), loss (MTU 1500, RC 4096 B and 20000 B, 1 % of the
-# RoCE frames dropped in each direction: tc netem where the kernel has it, else nftables).
+# RoCE frames dropped in each direction: tc netem where the kernel has it, else nftables), ipv6
+# (MTU 1500, RoCE v2 over IPv6: GID index 0, the link-local GIDs, and the GIDs of global
+# addresses fd00:77::2 / fd00:77::11; rxe_peer and shim runs).
 #
 # With SHIM_DIR (the verbs shim, build/drivers/verbs), the host side also runs unmodified tools
 # through the shim: ibv_rc_pingpong -c and perftest (ib_write_bw, ib_read_bw, ib_send_bw,
@@ -25,9 +27,11 @@
 # Usage: interop.sh UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY [SHIM_DIR]
 # Environment: UROCE_INTEROP_CACHE   the guest image (default /tmp/uroce-interop-image; built by
 #                                     rig/build-image.sh when missing or made by another version)
-#              UROCE_INTEROP_SCENARIOS  default "mtu1500 mtu4200 loss"
-#              UROCE_INTEROP_PP_1500 / _PP_4200 / _PP_LOSS  a scenario's pingpong runs (rxe_peer)
-#              UROCE_INTEROP_SHIM_1500 / _SHIM_4200 / _SHIM_LOSS  its runs through the verbs shim
+#              UROCE_INTEROP_SCENARIOS  default "mtu1500 mtu4200 loss ipv6"
+#              UROCE_INTEROP_PP_1500 / _PP_4200 / _PP_LOSS / _PP_IPV6  a scenario's pingpong
+#                                    runs (rxe_peer)
+#              UROCE_INTEROP_SHIM_1500 / _SHIM_4200 / _SHIM_LOSS / _SHIM_IPV6  its runs through
+#                                    the verbs shim
 #              UROCE_INTEROP_DAEMON_NICE  uroced's nice level (default 0); the guest's qemu:
 #                                    UROCE_INTEROP_QEMU_NICE (boot-guest.sh -N, default 0)
 #              UROCE_INTEROP_ITERS   pingpong iterations (default 50)
@@ -162,7 +166,7 @@ fi
 #   pt-TEST:SIZE        perftest ib_TEST (write_bw, read_bw, send_bw, atomic_bw, *_lat) on both
 #                       sides, host side through the verbs shim
 #   pts-TEST:SIZE       the same with uroce as server only (the guest's tool is the client)
-# A shim-, pt- or pts- run may end in @ll or @v6: the RoCE traffic then uses IPv6, GID index 0
+# A run may end in @ll or @v6: the RoCE traffic then uses IPv6, GID index 0
 # (the link-local GID) or the GID of the global address (uroced: index UROCE_G6 of its GID
 # table; the guest: $G6, which its script finds in rxe0's table). Without it, GID index 1 (the
 # IPv4-mapped GID).
@@ -178,8 +182,8 @@ run_tool() {  # run_tool RUN PMTU [host|guest]
   local run=$1 pmtu=$2 type size g
   type=${run%%:*} size=$(run_size "$run") g=$(run_gid "$run" "${3:-host}")
   case $type in
-    rc | uc) echo "ibv_${type}_pingpong -g 1 -m $pmtu -s $size -n $ITERS -r 16" ;;
-    ud) echo "ibv_ud_pingpong -g 1 -s $size -n $ITERS -r 16" ;;  # no -m: the port's MTU
+    rc | uc) echo "ibv_${type}_pingpong -g $g -m $pmtu -s $size -n $ITERS -r 16" ;;
+    ud) echo "ibv_ud_pingpong -g $g -s $size -n $ITERS -r 16" ;;  # no -m: the port's MTU
     shim-rc) echo "ibv_rc_pingpong -g $g -c -m $pmtu -s $size -n $ITERS -r 16" ;;
     shim-ud) echo "ibv_ud_pingpong -g $g -c -s $size -n $ITERS -r 16" ;;
     pt-*_lat | pts-*_lat) echo "ib_${type#*-} -x $g -F -s $size -n $PT_LAT_ITERS" ;;
@@ -441,12 +445,12 @@ EOF
     fi
     case $type in
       rc | uc | ud)
-        local args=(-m "$pmtu" -s "$size" -n "$ITERS" -P 0xffffc0)
+        local args=(-m "$pmtu" -s "$size" -n "$ITERS" -P 0xffffc0 -g "$(run_gid "$run" host)")
         run_peer "$type-client" -H "$GUEST_IP" -p $((18515 + 2 * k)) "${args[@]}" &&
-          pass "$name: guest ibv_${type}_pingpong server <-> uroce client (rxe_peer, $ITERS x $size B)" ||
+          pass "$name: guest ibv_${type}_pingpong server <-> uroce client (rxe_peer, $ITERS x $size B, GID $(run_gid "$run" host))" ||
           fail "$name: $type-client $size B (log: $SLOG)"
         run_peer "$type-server" -p $((18516 + 2 * k)) "${args[@]}" &&
-          pass "$name: uroce server (rxe_peer) <-> guest ibv_${type}_pingpong client ($ITERS x $size B)" ||
+          pass "$name: uroce server (rxe_peer) <-> guest ibv_${type}_pingpong client ($ITERS x $size B, GID $(run_gid "$run" host))" ||
           fail "$name: $type-server $size B (log: $SLOG)"
         ;;
       *)
@@ -596,6 +600,7 @@ SHIM_IPV6=${UROCE_INTEROP_SHIM_IPV6:-shim-rc:4096@ll shim-ud:1024@ll pt-write_bw
 PP_1500=${UROCE_INTEROP_PP_1500-rc:4096 rc:1 uc:3000 ud:1024}
 PP_4200=${UROCE_INTEROP_PP_4200-rc:10000 uc:9000 ud:4096}
 PP_LOSS=${UROCE_INTEROP_PP_LOSS-rc:4096 rc:20000}
+PP_IPV6=${UROCE_INTEROP_PP_IPV6-rc:4096@v6 ud:1024@ll}
 # run_scenario NAME ETH_MTU LOSS RUNS: scenario with its start and end lines (elapsed time,
 # results), torn down whichever way it ended; one line of the final summary.
 SUMMARY=()
@@ -615,9 +620,7 @@ for s in $SCENARIOS; do
     mtu1500) run_scenario mtu1500 1500 0 "$(echo $PP_1500 ${SHIM:+$SHIM_1500})" ;;
     mtu4200) run_scenario mtu4200 4200 0 "$(echo $PP_4200 ${SHIM:+$SHIM_4200})" ;;
     loss) run_scenario loss 1500 1 "$(echo $PP_LOSS ${SHIM:+$SHIM_LOSS})" ;;
-    # Every IPv6 run goes through the shim (rxe_peer uses the IPv4 GID): nothing without it.
-    ipv6) if [ -n "$SHIM" ]; then run_scenario ipv6 1500 0 "$(echo $SHIM_IPV6)"
-          else echo "=== scenario ipv6 skipped: its runs need the verbs shim (not built)"; fi ;;
+    ipv6) run_scenario ipv6 1500 0 "$(echo $PP_IPV6 ${SHIM:+$SHIM_IPV6})" ;;
     *) fail "unknown scenario '$s'" ;;
   esac
 done

@@ -174,13 +174,34 @@ inline T *fail_null(int err) noexcept {
   return nullptr;
 }
 
-void fill_context_ops(Context *c) noexcept;                                        // objects.cc
+// A control call under the context's control lock (lib/client is not thread-safe).
+template <class F>
+int ctl_call(Context *c, F &&f) {
+  std::lock_guard<std::mutex> g(c->ctl_mu);
+  return f(*c->cli);
+}
+inline Cq *cq_of(ibv_cq *cq) noexcept {
+  return reinterpret_cast<Cq *>(cq);
+}
+inline Qp *qp_of(ibv_qp *qp) noexcept {
+  return reinterpret_cast<Qp *>(qp);
+}
+inline Srq *srq_of(ibv_srq *s) noexcept {
+  return reinterpret_cast<Srq *>(s);
+}
+inline uint32_t pd_handle(ibv_pd *pd) noexcept {
+  return reinterpret_cast<Pd *>(pd)->handle;
+}
+
+void fill_context_ops(Context *c) noexcept;                                        // post.cc
 void install_ex_ops(Qp *q) noexcept;                                               // ex.cc
 void install_cq_ex_ops(Cq *c) noexcept;                                            // ex.cc
-int to_wc(const abi::Cqe &e, ibv_wc *wc) noexcept;                                 // objects.cc
-ibv_cq_ex *create_cq_ex_op(ibv_context *ctx, ibv_cq_init_attr_ex *attr) noexcept;  // objects.cc
-ibv_qp *create_qp_ex_op(ibv_context *ctx, ibv_qp_init_attr_ex *attr) noexcept;     // objects.cc
-ibv_srq *create_srq_ex_op(ibv_context *ctx, ibv_srq_init_attr_ex *attr) noexcept;  // objects.cc
+int to_wc(const abi::Cqe &e, ibv_wc *wc) noexcept;                                 // post.cc
+ibv_cq_ex *create_cq_ex_op(ibv_context *ctx, ibv_cq_init_attr_ex *attr) noexcept;  // cq.cc
+ibv_qp *create_qp_ex_op(ibv_context *ctx, ibv_qp_init_attr_ex *attr) noexcept;     // qp.cc
+ibv_srq *create_srq_ex_op(ibv_context *ctx, ibv_srq_init_attr_ex *attr) noexcept;  // srq.cc
+void to_ah_payload(const ibv_ah_attr &a, ctl::AhAttrPayload *p) noexcept;          // ah.cc
+void from_ah_payload(const ctl::AhAttrPayload &p, ibv_ah_attr *a) noexcept;        // ah.cc
 int query_port_op(ibv_context *ctx, uint8_t port, ibv_port_attr *attr, size_t len) noexcept;
 int query_device_ex_op(ibv_context *ctx, const ibv_query_device_ex_input *in,
                        ibv_device_attr_ex *attr, size_t len) noexcept;  // device.cc

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// drivers/verbs: the data path of the context ops: ibv_post_send / ibv_post_recv /
-// ibv_post_srq_recv, ibv_poll_cq / ibv_req_notify_cq (on lib/client's shared-memory rings).
+// drivers/verbs: posting (the context's post_send / post_recv / post_srq_recv ops) and the
+// context ops table. As rdma-core's rxe provider: each WR is written straight from the app's
+// ibv_send_wr / ibv_recv_wr into its slot of the queue's shared-memory ring, under the queue's
+// own lock; a chain is published with one store of the producer index and at most one doorbell.
+// Errors as rdma-core: EINVAL for a bad WR, ENOMEM when the queue is full; *bad_wr names the
+// first WR not posted, the WRs before it are posted.
 #include <errno.h>
-#include <fcntl.h>
-#include <sys/epoll.h>
-#include <unistd.h>
 
 #include <cstring>
-#include <new>
 
 #include "shim.h"
 
@@ -19,42 +19,24 @@ static_assert(sizeof(ibv_sge) == sizeof(abi::Sge) && offsetof(ibv_sge, addr) == 
 
 namespace {
 
-// ---- data path ops ----
-int op_poll_cq(ibv_cq *cq, int n, ibv_wc *wc) {
-  if (n < 0 || (n > 0 && wc == nullptr)) return -1;
-  Cq *q = cq_of(cq);
-  client::Context &k = *q->ctx->cli;
-  abi::Cqe buf[16];
-  int total = 0;
-  std::lock_guard<Spin> g(q->mu);
-  while (total < n) {
-    const int want = n - total < 16 ? n - total : 16;
-    const int got = k.poll_cq(*q->c, buf, want);
-    for (int i = 0; i < got; ++i)
-      to_wc(buf[i], &wc[total + i]);
-    total += got;
-    if (got < want) break;
-  }
-  return total;
-}
+using H = abi::SendWqeHeader;
 
-int op_req_notify_cq(ibv_cq *cq, int solicited_only) {
-  Cq *q = cq_of(cq);
-  q->ctx->cli->req_notify_cq(*q->c, solicited_only != 0);
-  return 0;
+template <class T>
+inline void put(uint8_t *slot, size_t off, T v) noexcept {
+  std::memcpy(slot + off, &v, sizeof v);
 }
 
 // The opcode an app wrote, as an integer: an ibv_wr_opcode object may hold any value (a bad
 // WR is the app's to make), and loading one outside the enum's values as the enum type is
 // undefined behaviour.
-uint32_t raw_opcode(const ibv_send_wr *wr) {
+uint32_t raw_opcode(const ibv_send_wr *wr) noexcept {
   static_assert(sizeof(wr->opcode) == sizeof(uint32_t));
   uint32_t v;
   std::memcpy(&v, &wr->opcode, sizeof v);
   return v;
 }
 
-bool opcode_ok(uint32_t op) {
+bool opcode_ok(uint32_t op) noexcept {
   switch (op) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -69,124 +51,149 @@ bool opcode_ok(uint32_t op) {
   }
 }
 
-// One ibv_send_wr as the client library's WR; 0 or EINVAL.
-int to_client_wr(const ibv_qp *qp, const ibv_send_wr *wr, client::SendWr *out) {
-  client::SendWr &w = *out;  // every field is assigned below
-  w.wr_id = wr->wr_id;
+// Checks one ibv_send_wr against the QP and writes it into `slot` (abi::SendWqe of the QP's
+// slot class): 0, or EINVAL with nothing of the WR published. The header is stored field by
+// field (a header built on the stack and copied would be read back across the stores that
+// wrote it: a store-forwarding stall per WQE); the SGEs or inline bytes follow it.
+int write_send(const Qp *q, const ibv_send_wr *wr, uint8_t *slot) noexcept {
+  const client::Qp &k = *q->c;
   const uint32_t op = raw_opcode(wr);
-  w.opcode = static_cast<uint8_t>(op);
-  w.send_flags = wr->send_flags;
-  w.sg_list = reinterpret_cast<const abi::Sge *>(wr->sg_list);
-  w.num_sge = wr->num_sge < 0 ? ~0u : static_cast<uint32_t>(wr->num_sge);
-  w.imm_data = wr->imm_data;
-  w.remote_addr = 0;
-  w.rkey = 0;
-  w.compare_add = 0;
-  w.swap = 0;
-  w.ah = 0;
-  w.remote_qpn = 0;
-  w.remote_qkey = 0;
   if (!opcode_ok(op) || wr->num_sge < 0 || (wr->num_sge != 0 && wr->sg_list == nullptr))
     return EINVAL;
+  const auto nsge = static_cast<uint32_t>(wr->num_sge);
+  const uint32_t tail = k.caps.sq.slot_size - sizeof(H);
+  const bool inl = (wr->send_flags & IBV_SEND_INLINE) != 0;
+  uint64_t inline_len = 0;
+  if (inl) {
+    for (uint32_t i = 0; i < nsge; ++i)
+      inline_len += wr->sg_list[i].length;
+    if (inline_len > tail || inline_len > k.caps.max_inline_data) return EINVAL;
+  } else if (nsge > tail / sizeof(abi::Sge) || nsge > k.caps.max_send_sge) {
+    return EINVAL;
+  }
+  uint64_t remote_addr = 0, compare_add = 0, swap = 0;
+  uint32_t rkey = 0, ah = 0, remote_qpn = 0, remote_qkey = 0;
   if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-    w.remote_addr = wr->wr.atomic.remote_addr;
-    w.rkey = wr->wr.atomic.rkey;
-    w.compare_add = wr->wr.atomic.compare_add;
-    w.swap = wr->wr.atomic.swap;
-  } else if (qp->qp_type == IBV_QPT_UD) {
-    if (wr->wr.ud.ah == nullptr || wr->wr.ud.ah->context != qp->context)
+    remote_addr = wr->wr.atomic.remote_addr;
+    rkey = wr->wr.atomic.rkey;
+    compare_add = wr->wr.atomic.compare_add;
+    swap = wr->wr.atomic.swap;
+  } else if (q->qpx.qp_base.qp_type == IBV_QPT_UD) {
+    const ibv_ah *a = wr->wr.ud.ah;
+    if (a == nullptr || a->context != q->qpx.qp_base.context)
       return EINVAL;  // an AH of another context: its handle means nothing to this daemon
-    w.ah = reinterpret_cast<Ah *>(wr->wr.ud.ah)->handle;
-    w.remote_qpn = wr->wr.ud.remote_qpn;
-    w.remote_qkey = wr->wr.ud.remote_qkey;
+    ah = reinterpret_cast<const Ah *>(a)->handle;
+    remote_qpn = wr->wr.ud.remote_qpn;
+    remote_qkey = wr->wr.ud.remote_qkey;
   } else {
-    w.remote_addr = wr->wr.rdma.remote_addr;
-    w.rkey = wr->wr.rdma.rkey;
+    remote_addr = wr->wr.rdma.remote_addr;
+    rkey = wr->wr.rdma.rkey;
+  }
+  put<uint64_t>(slot, offsetof(H, wr_id), wr->wr_id);
+  put<uint8_t>(slot, offsetof(H, opcode), static_cast<uint8_t>(op));
+  put<uint8_t>(slot, offsetof(H, reserved), 0);
+  put<uint16_t>(slot, offsetof(H, inline_len), static_cast<uint16_t>(inline_len));
+  put<uint32_t>(slot, offsetof(H, send_flags), wr->send_flags);
+  put<uint32_t>(slot, offsetof(H, num_sge), inl ? 0 : nsge);
+  put<uint32_t>(slot, offsetof(H, imm_data), wr->imm_data);
+  put<uint64_t>(slot, offsetof(H, remote_addr), remote_addr);
+  put<uint32_t>(slot, offsetof(H, rkey), rkey);
+  put<uint32_t>(slot, offsetof(H, ud_ah), ah);
+  put<uint64_t>(slot, offsetof(H, compare_add), compare_add);
+  put<uint64_t>(slot, offsetof(H, swap), swap);
+  put<uint32_t>(slot, offsetof(H, remote_qpn), remote_qpn);
+  put<uint32_t>(slot, offsetof(H, remote_qkey), remote_qkey);
+  static_assert(sizeof(H) == 64, "every SendWqeHeader field is stored above");
+  uint8_t *p = slot + sizeof(H);
+  if (inl) {
+    for (uint32_t i = 0; i < nsge; ++i) {
+      std::memcpy(p, reinterpret_cast<const void *>(wr->sg_list[i].addr), wr->sg_list[i].length);
+      p += wr->sg_list[i].length;
+    }
+  } else if (nsge) {
+    std::memcpy(p, wr->sg_list, nsge * sizeof(abi::Sge));
   }
   return 0;
 }
 
-// A chain goes to the client library in lists of up to kPostBatch WRs: one publish of the SQ's
-// producer index and at most one doorbell per list, not per WR. WRs before a bad one are posted
-// (as rdma-core providers do) and *bad names the first WR not posted.
 int op_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
-  constexpr size_t kPostBatch = 16;
   Qp *q = qp_of(qp);
-  Context *c = q->ctx;
-  std::lock_guard<Spin> g(c->post_mu);
-  while (wr) {
-    if (wr->next == nullptr) {  // one WR (or a chain's last): no list arrays to initialise
-      client::SendWr one;
-      int rc = to_client_wr(qp, wr, &one);
-      size_t posted = 0;
-      if (rc == 0) rc = c->cli->post_send_list(*q->c, &one, 1, &posted);
-      if (rc && bad) *bad = wr;
-      return rc;
-    }
-    client::SendWr w[kPostBatch];
-    ibv_send_wr *from[kPostBatch];
-    size_t n = 0;
-    int rc = 0;
-    for (; wr && n < kPostBatch; wr = wr->next) {
-      from[n] = wr;
-      rc = to_client_wr(qp, wr, &w[n]);
+  shm::RingProducer &sq = q->c->sq;
+  std::lock_guard<Spin> g(q->sq_mu);
+  int rc = 0;
+  size_t k = 0;
+  if (!send_state_ok(q)) {
+    rc = EINVAL;
+  } else {
+    for (; wr; wr = wr->next, ++k) {
+      if (sq.reserve(k + 1) <= k) {  // reloads the consumer index only when the cache is short
+        rc = ENOMEM;
+        break;
+      }
+      auto *slot = static_cast<uint8_t *>(sq.slot(k));
+      if (wr->next) __builtin_prefetch(sq.slot(k + 1), 1);  // the next slot's header line
+      rc = write_send(q, wr, slot);
       if (rc) break;
-      ++n;
-    }
-    size_t posted = 0;
-    const int prc = n ? c->cli->post_send_list(*q->c, w, n, &posted) : 0;
-    if (prc) {
-      if (bad) *bad = from[posted];
-      return prc;
-    }
-    if (rc) {
-      if (bad) *bad = wr;
-      return rc;
     }
   }
+  if (k) publish_sq(q, k);
+  if (rc && bad) *bad = wr;
+  return rc;
+}
+
+// Writes one ibv_recv_wr into a receive slot of `slot_size` bytes; 0 or EINVAL.
+int write_recv(const ibv_recv_wr *wr, uint32_t slot_size, uint32_t max_sge,
+               uint8_t *slot) noexcept {
+  if (wr->num_sge < 0 || (wr->num_sge != 0 && wr->sg_list == nullptr)) return EINVAL;
+  const auto n = static_cast<uint32_t>(wr->num_sge);
+  if (n > (slot_size - sizeof(abi::RecvWqeHeader)) / sizeof(abi::Sge) || n > max_sge) return EINVAL;
+  const abi::RecvWqeHeader h{wr->wr_id, n, 0};
+  std::memcpy(slot, &h, sizeof h);
+  if (n) std::memcpy(slot + sizeof h, wr->sg_list, n * sizeof(abi::Sge));
   return 0;
+}
+
+// A chain of receive WRs into `ring` (under its queue's lock); publishes what was written and
+// rings the doorbell `qpn` when the ring's token was idle.
+int post_recv_chain(Context *c, shm::RingProducer &ring, uint32_t max_sge, uint32_t qpn,
+                    ibv_recv_wr *wr, ibv_recv_wr **bad) noexcept {
+  int rc = 0;
+  size_t k = 0;
+  for (; wr; wr = wr->next, ++k) {
+    if (ring.reserve(k + 1) <= k) {
+      rc = ENOMEM;
+      break;
+    }
+    rc = write_recv(wr, ring.slot_size(), max_sge, static_cast<uint8_t *>(ring.slot(k)));
+    if (rc) break;
+  }
+  if (k) {
+    ring.commit(k);
+    if (ring.claim_notify()) {
+      std::lock_guard<Spin> g(c->db_mu);
+      c->cli->ring_doorbell(qpn, abi::kDoorbellRq);
+    }
+  }
+  if (rc && bad) *bad = wr;
+  return rc;
 }
 
 int op_post_recv(ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad) {
   Qp *q = qp_of(qp);
-  Context *c = q->ctx;
-  std::lock_guard<Spin> g(c->post_mu);
-  for (; wr; wr = wr->next) {
-    int rc = EINVAL;
-    if (wr->num_sge >= 0 && (wr->num_sge == 0 || wr->sg_list) && qp->srq == nullptr) {
-      client::RecvWr w;
-      w.wr_id = wr->wr_id;
-      w.sg_list = reinterpret_cast<const abi::Sge *>(wr->sg_list);
-      w.num_sge = static_cast<uint32_t>(wr->num_sge);
-      rc = c->cli->post_recv(*q->c, w);
-    }
-    if (rc) {
-      if (bad) *bad = wr;
-      return rc;
-    }
+  client::Qp &k = *q->c;
+  if (!k.has_rq || qp->srq != nullptr || k.state == IBV_QPS_RESET) {  // RESET: rdma-core too
+    if (bad) *bad = wr;
+    return EINVAL;
   }
-  return 0;
+  std::lock_guard<Spin> g(q->rq_mu);
+  return post_recv_chain(q->ctx, k.rq, k.caps.max_recv_sge, k.qpn, wr, bad);
 }
 
 int op_post_srq_recv(ibv_srq *srq, ibv_recv_wr *wr, ibv_recv_wr **bad) {
   Srq *s = srq_of(srq);
-  Context *c = s->ctx;
-  std::lock_guard<Spin> g(c->post_mu);
-  for (; wr; wr = wr->next) {
-    int rc = EINVAL;
-    if (wr->num_sge >= 0 && (wr->num_sge == 0 || wr->sg_list)) {
-      client::RecvWr w;
-      w.wr_id = wr->wr_id;
-      w.sg_list = reinterpret_cast<const abi::Sge *>(wr->sg_list);
-      w.num_sge = static_cast<uint32_t>(wr->num_sge);
-      rc = c->cli->post_srq_recv(*s->c, w);
-    }
-    if (rc) {
-      if (bad) *bad = wr;
-      return rc;
-    }
-  }
-  return 0;
+  std::lock_guard<Spin> g(s->mu);
+  return post_recv_chain(s->ctx, s->c->ring, s->c->caps.max_sge, 0x80000000u | s->c->handle, wr,
+                         bad);
 }
 
 int compat_query_device(ibv_context *ctx, ibv_device_attr *a) {
@@ -201,29 +208,22 @@ int compat_query_port(ibv_context *ctx, uint8_t port, struct _compat_ibv_port_at
 
 namespace uroce::verbs {
 
-int to_wc(const abi::Cqe &e, ibv_wc *wc) noexcept {
-  wc->wr_id = e.wr_id;
-  wc->status = static_cast<ibv_wc_status>(e.status);
-  wc->opcode = static_cast<ibv_wc_opcode>(e.opcode);
-  wc->vendor_err = e.vendor_err;
-  wc->byte_len = e.byte_len;
-  wc->imm_data = e.imm_data;
-  wc->qp_num = e.qp_num;
-  wc->src_qp = e.src_qp;
-  wc->wc_flags = e.wc_flags;
-  wc->pkey_index = e.pkey_index;
-  wc->slid = e.slid;
-  wc->sl = e.sl;
-  wc->dlid_path_bits = e.dlid_path_bits;
-  return 0;
+void publish_sq(Qp *q, size_t k) noexcept {
+  shm::RingProducer &sq = q->c->sq;
+  sq.commit(k);
+  if (sq.claim_notify()) {
+    Context *c = q->ctx;
+    std::lock_guard<Spin> g(c->db_mu);  // the only per-context lock of the data path
+    c->cli->ring_doorbell(q->c->qpn, abi::kDoorbellSq);
+  }
 }
 
 void fill_context_ops(Context *c) noexcept {
   ibv_context_ops &o = c->vctx.context.ops;
   o._compat_query_device = compat_query_device;
   o._compat_query_port = compat_query_port;
-  o.poll_cq = op_poll_cq;
-  o.req_notify_cq = op_req_notify_cq;
+  o.poll_cq = poll_cq_op;
+  o.req_notify_cq = req_notify_cq_op;
   o.post_send = op_post_send;
   o.post_recv = op_post_recv;
   o.post_srq_recv = op_post_srq_recv;

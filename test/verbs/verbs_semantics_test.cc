@@ -1548,6 +1548,153 @@ TEST_F(Verbs, QpExAndCqEx) {
   EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cqb)), 0);
 }
 
+// ibv_wr_* writes into reserved SQ slots and publishes all or nothing at wr_complete; ibv_cq_ex
+// reads CQE slots in place, in batches, and consumes exactly the ones read at end_poll.
+TEST_F(Verbs, QpExIsAllOrNothingAndCqExConsumesWhatItRead) {
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = 256;
+  ca.wc_flags = IBV_WC_EX_WITH_QP_NUM;
+  ibv_cq_ex *cqx = ibv_create_cq_ex(a.ctx, &ca);
+  ASSERT_NE(cqx, nullptr) << strerror(errno);
+  // qa's peer is gone and its first retry is 17 s away (timeout 22): nothing completes while
+  // the send queue is filled.
+  ConnOpts oa;
+  oa.timeout = 22;
+  ibv_qp *x = make_qp(a, IBV_QPT_RC, nullptr, 64, ibv_cq_ex_to_cq(cqx));
+  ASSERT_NE(x, nullptr);
+  ibv_qp *y = qp(b);
+  connect(x, a, y, b, oa, {});
+  ASSERT_EQ(ibv_destroy_qp(y), 0);
+  for (auto &q : qps)
+    if (q == y) q = nullptr;
+  ibv_qp_attr at{};
+  ibv_qp_init_attr ia{};
+  ASSERT_EQ(ibv_query_qp(x, &at, IBV_QP_CAP, &ia), 0);
+  const uint32_t cap = at.cap.max_send_wr;
+  ASSERT_GE(cap, 40u);
+  ibv_qp_ex *qx = ibv_qp_to_qp_ex(x);
+  auto build = [&](uint32_t n, uint64_t first_id) {
+    for (uint32_t i = 0; i < n; ++i) {
+      qx->wr_id = first_id + i;
+      qx->wr_flags = IBV_SEND_SIGNALED;
+      ibv_wr_rdma_write(qx, b.mr->rkey, b.addr(0));
+      ibv_wr_set_sge(qx, a.mr->lkey, a.addr(0), 8);
+    }
+  };
+  // One more WR than the queue holds: ENOMEM and nothing posted.
+  ibv_wr_start(qx);
+  build(cap + 1, 5000);
+  EXPECT_EQ(ibv_wr_complete(qx), ENOMEM);
+  // Aborted WRs are not posted either.
+  ibv_wr_start(qx);
+  build(3, 6000);
+  ibv_wr_abort(qx);
+  // So the whole queue is free: cap WRs go in (ids 0..cap-1), one more is ENOMEM.
+  ibv_wr_start(qx);
+  build(cap - 4, 0);
+  ASSERT_EQ(ibv_wr_complete(qx), 0);
+  ibv_sge s = sge_a(0, 8);
+  for (uint32_t i = cap - 4; i < cap; ++i)
+    ASSERT_EQ(post_send(x, IBV_WR_RDMA_WRITE, i, &s, 1, IBV_SEND_SIGNALED, b.addr(0), b.mr->rkey),
+              0);
+  ibv_wr_start(qx);
+  build(1, 7000);
+  EXPECT_EQ(ibv_wr_complete(qx), ENOMEM);
+  // ERR flushes them: read 20 with start_poll / next_poll (more than one peeked batch), the
+  // rest with ibv_poll_cq; every WR exactly once, in order.
+  at.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ibv_modify_qp(x, &at, IBV_QP_STATE), 0);
+  std::vector<uint64_t> ids;
+  const auto end = Clock::now() + std::chrono::milliseconds(kWaitMs);
+  while (ids.size() < 20 && Clock::now() < end) {
+    ibv_poll_cq_attr pa{};
+    if (ibv_start_poll(cqx, &pa) != 0) {
+      std::this_thread::yield();
+      continue;
+    }
+    do {
+      EXPECT_EQ(cqx->status, IBV_WC_WR_FLUSH_ERR);
+      EXPECT_EQ(ibv_wc_read_qp_num(cqx), x->qp_num);
+      ids.push_back(cqx->wr_id);
+    } while (ids.size() < 20 && ibv_next_poll(cqx) == 0);
+    ibv_end_poll(cqx);
+  }
+  ibv_wc wc[8];
+  while (ids.size() < cap && Clock::now() < end) {
+    const int n = ibv_poll_cq(ibv_cq_ex_to_cq(cqx), 8, wc);
+    ASSERT_GE(n, 0);
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
+      ids.push_back(wc[i].wr_id);
+    }
+    if (n == 0) std::this_thread::yield();
+  }
+  ASSERT_EQ(ids.size(), cap);
+  for (uint32_t i = 0; i < cap; ++i)
+    EXPECT_EQ(ids[i], i);
+  EXPECT_TRUE(cq_empty_for(ibv_cq_ex_to_cq(cqx), 50));
+  EXPECT_EQ(ibv_destroy_qp(x), 0);
+  EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
+}
+
+// Posting locks the QP, not the context: two threads post and poll on two QPs of one context at
+// once (their doorbells share the context's doorbell ring); every WR completes, once.
+TEST_F(Verbs, TwoThreadsPostOnQpsOfOneContext) {
+  constexpr int kThreads = 2, kWrs = 3000, kWindow = 32;
+  ibv_cq *cqs[kThreads];
+  ibv_qp *xs[kThreads];
+  for (int t = 0; t < kThreads; ++t) {
+    cqs[t] = ibv_create_cq(a.ctx, 64, nullptr, nullptr, 0);
+    ASSERT_NE(cqs[t], nullptr);
+    xs[t] = make_qp(a, IBV_QPT_RC, nullptr, 64, cqs[t]);
+    ASSERT_NE(xs[t], nullptr);
+    ibv_qp *y = qp(b);
+    ASSERT_NE(y, nullptr);
+    connect(xs[t], a, y, b);
+  }
+  std::atomic<int> bad{0};
+  auto run = [&](int t) {
+    ibv_sge s = sge_a(64 * t, 8);
+    int posted = 0, done = 0;
+    const auto end = Clock::now() + std::chrono::milliseconds(4 * kWaitMs);
+    while (done < kWrs && Clock::now() < end) {
+      while (posted < kWrs && posted - done < kWindow) {
+        ibv_send_wr wr{}, *badwr = nullptr;
+        wr.wr_id = static_cast<uint64_t>(posted);
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.sg_list = &s;
+        wr.num_sge = 1;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.wr.rdma.remote_addr = b.addr(64 * t);
+        wr.wr.rdma.rkey = b.mr->rkey;
+        if (ibv_post_send(xs[t], &wr, &badwr) != 0) {
+          bad.fetch_add(1);
+          return;
+        }
+        ++posted;
+      }
+      ibv_wc wc[8];
+      const int n = ibv_poll_cq(cqs[t], 8, wc);
+      for (int i = 0; i < n; ++i)
+        if (wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != static_cast<uint64_t>(done + i))
+          bad.fetch_add(1);
+      if (n > 0) done += n;
+      if (n == 0) std::this_thread::yield();
+    }
+    if (done != kWrs) bad.fetch_add(1000);
+  };
+  std::thread th[kThreads];
+  for (int t = 0; t < kThreads; ++t)
+    th[t] = std::thread(run, t);
+  for (auto &t : th)
+    t.join();
+  EXPECT_EQ(bad.load(), 0);
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(ibv_destroy_qp(xs[t]), 0);
+    EXPECT_EQ(ibv_destroy_cq(cqs[t]), 0);
+  }
+}
+
 // ---- completion channel + poll() ---------------------------------------------------------------
 
 TEST_F(Verbs, CompletionChannelWithPoll) {

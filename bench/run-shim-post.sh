@@ -62,6 +62,7 @@ args = --no-huge -m 256 --no-pci --file-prefix=uroce-bench-shimpost-$ID-$1 --log
 socket = $WORK/$1.sock
 workers = $3
 mbufs = 8191
+idle_sleep_us = 50
 [port p0]
 device = net_memif0,role=$2,socket=$WORK/memif.sock,id=0
 ipv4 = $4/24

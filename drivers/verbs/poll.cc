@@ -38,6 +38,14 @@ Cq *cx(ibv_cq_ex *x) {
   return reinterpret_cast<Cq *>(x);
 }
 
+// Peeks the next batch of CQE slots and asks for their lines (written on the daemon's core).
+uint32_t peek_batch(shm::RingConsumer &ring) {
+  const auto k = static_cast<uint32_t>(ring.peek(kPeekBatch));
+  for (uint32_t i = 0; i < k; ++i)
+    __builtin_prefetch(ring.at(i));
+  return k;
+}
+
 // Makes slot `pos` of the peeked batch current (the two fields ibv_cq_ex exposes directly).
 void set_cur(Cq *q) {
   q->cur = static_cast<const abi::Cqe *>(q->c->ring.at(q->pos));
@@ -50,7 +58,7 @@ int start_poll(ibv_cq_ex *x, ibv_poll_cq_attr *attr) {
   Cq *q = cx(x);
   q->mu.lock();  // held until end_poll (not taken when this returns non-zero)
   q->pos = 0;
-  q->npeek = static_cast<uint32_t>(q->c->ring.peek(kPeekBatch));
+  q->npeek = peek_batch(q->c->ring);
   if (q->npeek == 0) {
     q->cur = nullptr;
     q->mu.unlock();
@@ -66,7 +74,7 @@ int next_poll(ibv_cq_ex *x) {
   if (++q->pos == q->npeek) {  // the batch is read: hand its slots back, look for more
     q->c->ring.consume(q->npeek);
     q->pos = 0;
-    q->npeek = static_cast<uint32_t>(q->c->ring.peek(kPeekBatch));
+    q->npeek = peek_batch(q->c->ring);
     if (q->npeek == 0) {
       q->cur = nullptr;
       return ENOENT;
@@ -139,8 +147,14 @@ int poll_cq_op(ibv_cq *cq, int n, ibv_wc *wc) noexcept {
   shm::RingConsumer &ring = q->c->ring;
   std::lock_guard<Spin> g(q->mu);
   const size_t k = ring.peek(static_cast<size_t>(n));
-  for (size_t i = 0; i < k; ++i)
+  // The daemon wrote these slots on its own core: ask for all their lines at once (up to
+  // kPeekBatch ahead) rather than one miss after the other.
+  for (size_t i = 0; i < k && i < kPeekBatch; ++i)
+    __builtin_prefetch(ring.at(i));
+  for (size_t i = 0; i < k; ++i) {
+    if (i + kPeekBatch < k) __builtin_prefetch(ring.at(i + kPeekBatch));
     to_wc(*static_cast<const abi::Cqe *>(ring.at(i)), &wc[i]);
+  }
   if (k) ring.consume(k);
   return static_cast<int>(k);
 }

@@ -159,6 +159,23 @@ int poll_cq_op(ibv_cq *cq, int n, ibv_wc *wc) noexcept {
   return static_cast<int>(k);
 }
 
+void clean_cq(Cq *q, uint32_t qpn) noexcept {
+  shm::RingConsumer &ring = q->c->ring;
+  std::lock_guard<Spin> g(q->mu);
+  // Slots [cons, prod) are the consumer's until consumed: the daemon writes only past prod.
+  // Newest first, every kept CQE moves up over the removed ones; then the head is consumed.
+  const size_t n = ring.peek(ring.capacity());
+  size_t removed = 0;
+  for (size_t i = n; i-- > 0;) {
+    auto *e = static_cast<abi::Cqe *>(const_cast<void *>(ring.at(i)));
+    if (e->qp_num == qpn)
+      ++removed;
+    else if (removed)
+      std::memcpy(const_cast<void *>(ring.at(i + removed)), e, sizeof *e);
+  }
+  if (removed) ring.consume(removed);
+}
+
 int req_notify_cq_op(ibv_cq *cq, int solicited_only) noexcept {
   cq_of(cq)->c->ring.arm(solicited_only != 0);
   return 0;

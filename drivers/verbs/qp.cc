@@ -165,7 +165,14 @@ UV_EXPORT int ibv_modify_qp(ibv_qp *qp, ibv_qp_attr *attr, int mask) {
     return k.modify_qp(*q->c, a, static_cast<uint32_t>(mask));
   });
   if (rc) return rc;
-  if (mask & IBV_QP_STATE) qp->state = attr->qp_state;
+  if (mask & IBV_QP_STATE) {
+    qp->state = attr->qp_state;
+    // A reset QP starts afresh: its completions still unpolled (flushes from ERR) go.
+    if (attr->qp_state == IBV_QPS_RESET) {
+      clean_cq(cq_of(qp->send_cq), qp->qp_num);
+      if (qp->recv_cq != qp->send_cq) clean_cq(cq_of(qp->recv_cq), qp->qp_num);
+    }
+  }
   return 0;
 }
 

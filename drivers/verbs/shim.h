@@ -111,7 +111,8 @@ struct Pd {
 struct Mr {
   ibv_mr mr;
   client::Mr cmr;
-  uint64_t page_start, page_end;  // the remapped page range this MR holds a reference on
+  uint64_t page_start = 0, page_end = 0;  // the remapped page range this MR holds a reference on
+  unsigned access = 0;                    // as registered (ibv_rereg_mr keeps it)
 };
 
 struct CompChannel {
@@ -202,10 +203,13 @@ void publish_sq(Qp *q, size_t k) noexcept;  // post.cc
 inline bool send_state_ok(const Qp *q) noexcept {
   return q->c->state >= 3 && q->c->state != 7;
 }
-void install_ex_ops(Qp *q) noexcept;                                               // wr.cc
-void install_cq_ex_ops(Cq *c) noexcept;                                            // poll.cc
-int poll_cq_op(ibv_cq *cq, int n, ibv_wc *wc) noexcept;                            // poll.cc
-int req_notify_cq_op(ibv_cq *cq, int solicited_only) noexcept;                     // poll.cc
+void install_ex_ops(Qp *q) noexcept;                            // wr.cc
+void install_cq_ex_ops(Cq *c) noexcept;                         // poll.cc
+int poll_cq_op(ibv_cq *cq, int n, ibv_wc *wc) noexcept;         // poll.cc
+int req_notify_cq_op(ibv_cq *cq, int solicited_only) noexcept;  // poll.cc
+// Removes the completions of QP `qpn` not yet polled from q (a QP moved to RESET, as rdma-core's
+// mlx5 provider cleans its CQs then).
+void clean_cq(Cq *q, uint32_t qpn) noexcept;                                       // poll.cc
 ibv_cq_ex *create_cq_ex_op(ibv_context *ctx, ibv_cq_init_attr_ex *attr) noexcept;  // cq.cc
 ibv_qp *create_qp_ex_op(ibv_context *ctx, ibv_qp_init_attr_ex *attr) noexcept;     // qp.cc
 ibv_srq *create_srq_ex_op(ibv_context *ctx, ibv_srq_init_attr_ex *attr) noexcept;  // srq.cc

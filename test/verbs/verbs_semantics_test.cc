@@ -707,6 +707,56 @@ TEST_F(Verbs, RemAccessErr) {
   EXPECT_EQ(ibv_dereg_mr(romr), 0);
 }
 
+// ibv_rereg_mr(CHANGE_TRANSLATION) moves an MR to another range (new keys, as "deregister then
+// register" allows); a change of PD or access is EOPNOTSUPP with the old MR intact; bad input is
+// EINVAL. rdma-core's codes: IBV_REREG_MR_ERR_INPUT with errno.
+TEST_F(Verbs, ReregMrChangesTranslation) {
+  std::vector<uint8_t> other(8192);
+  ibv_mr *mr = b.mr;
+  const uint32_t old_rkey = mr->rkey;
+  errno = 0;
+  EXPECT_EQ(
+      ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_LOCAL_WRITE),
+      IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, a.pd, nullptr, 0, 0), IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, nullptr, 64, 0),
+            IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(ibv_rereg_mr(mr, 1 << 7, nullptr, other.data(), other.size(), 0),
+            IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(mr->rkey, old_rkey);
+
+  ASSERT_EQ(
+      ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, other.data(), other.size(), 0), 0)
+      << strerror(errno);
+  EXPECT_EQ(mr->addr, other.data());
+  EXPECT_EQ(mr->length, other.size());
+  // A WRITE lands in the new range through the new rkey (same access as before).
+  pair();
+  for (int i = 0; i < 64; ++i)
+    a.buf[i] = static_cast<uint8_t>(0xa0 + i);
+  ibv_sge ss = sge_a(0, 64);
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, 1, &ss, 1, IBV_SEND_SIGNALED,
+                      reinterpret_cast<uintptr_t>(other.data()) + 100, mr->rkey),
+            0);
+  ibv_wc wc;
+  ASSERT_TRUE(poll_one(a.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(memcmp(other.data() + 100, a.buf.data(), 64), 0);
+  // The old range is no longer registered: the old rkey (if it changed) or the old address is
+  // refused.
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, 2, &ss, 1, IBV_SEND_SIGNALED, b.addr(0), old_rkey), 0);
+  ASSERT_TRUE(poll_one(a.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+  // Back to b.buf (which TearDown deregisters).
+  ASSERT_EQ(
+      ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, b.buf.data(), b.buf.size(), 0), 0);
+  EXPECT_EQ(mr->addr, b.buf.data());
+}
+
 // An operation the responder QP does not allow (no REMOTE_READ in its qp_access_flags):
 // NAK invalid request, REM_INV_REQ_ERR (rxe: check_op_valid -> RESPST_ERR_UNSUPPORTED_OPCODE).
 TEST_F(Verbs, RemInvReqErrQpAccess) {
@@ -1693,6 +1743,60 @@ TEST_F(Verbs, TwoThreadsPostOnQpsOfOneContext) {
     EXPECT_EQ(ibv_destroy_qp(xs[t]), 0);
     EXPECT_EQ(ibv_destroy_cq(cqs[t]), 0);
   }
+}
+
+// Moving a QP to RESET removes its completions not yet polled from its CQs (as rdma-core's mlx5
+// provider; pyverbs' test_mr_rereg_addr restarts QPs that way and expects a clean CQ); the other
+// QPs' completions stay, in order.
+TEST_F(Verbs, ResetRemovesTheQpsUnpolledCompletions) {
+  ibv_comp_channel *ch = ibv_create_comp_channel(a.ctx);
+  ASSERT_NE(ch, nullptr);
+  ibv_cq *cq = ibv_create_cq(a.ctx, 64, nullptr, ch, 0);
+  ASSERT_NE(cq, nullptr);
+  ibv_qp *x[3];
+  ibv_sge rs = sge_a(0, 64);
+  const int nrecv[3] = {2, 4, 1};
+  for (int i = 0; i < 3; ++i) {
+    x[i] = make_qp(a, IBV_QPT_RC, nullptr, 64, cq);
+    ASSERT_NE(x[i], nullptr);
+    ASSERT_EQ(to_init(x[i], {}), 0);
+    for (int j = 0; j < nrecv[i]; ++j)
+      ASSERT_EQ(post_recv(x[i], 100 * i + j, &rs, 1), 0);
+  }
+  ibv_qp_attr err{};
+  err.qp_state = IBV_QPS_ERR;
+  auto to_err_and_wait = [&](ibv_qp *q) {  // its flushes are in the CQ once the event came
+    ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+    ASSERT_EQ(ibv_modify_qp(q, &err, IBV_QP_STATE), 0);
+    pollfd p{ch->fd, POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, kWaitMs), 1);
+    ibv_cq *evcq = nullptr;
+    void *evctx = nullptr;
+    ASSERT_EQ(ibv_get_cq_event(ch, &evcq, &evctx), 0);
+    ibv_ack_cq_events(cq, 1);
+  };
+  ibv_wc wc;
+  to_err_and_wait(x[0]);
+  ASSERT_TRUE(poll_one(cq, &wc));  // x0's first flush; its second stays in the CQ
+  EXPECT_EQ(wc.wr_id, 0u);
+  to_err_and_wait(x[1]);  // x1's four flushes
+  to_err_and_wait(x[2]);  // x2's one
+  ibv_qp_attr reset{};
+  reset.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(ibv_modify_qp(x[1], &reset, IBV_QP_STATE), 0);
+  // Left: x0's second flush, then x2's (moved up over x1's four), nothing else.
+  ASSERT_TRUE(poll_one(cq, &wc));
+  EXPECT_EQ(wc.wr_id, 1u);
+  EXPECT_EQ(wc.qp_num, x[0]->qp_num);
+  EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+  ASSERT_TRUE(poll_one(cq, &wc));
+  EXPECT_EQ(wc.wr_id, 200u);
+  EXPECT_EQ(wc.qp_num, x[2]->qp_num);
+  EXPECT_TRUE(cq_empty_for(cq, 50));
+  for (ibv_qp *q : x)
+    EXPECT_EQ(ibv_destroy_qp(q), 0);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
 }
 
 // ---- completion channel + poll() ---------------------------------------------------------------

@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // drivers/verbs: address handles, ibv_init_ah_from_wc, multicast (not supported).
 #include <errno.h>
-#include <fcntl.h>
-#include <sys/epoll.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <new>

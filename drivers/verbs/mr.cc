@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // drivers/verbs: protection domains and memory regions.
 #include <errno.h>
-#include <fcntl.h>
-#include <sys/epoll.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <new>

@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // drivers/verbs: queue pairs (create / modify / query / destroy; posting is in post.cc).
 #include <errno.h>
-#include <fcntl.h>
-#include <sys/epoll.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <new>

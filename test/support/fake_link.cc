@@ -227,7 +227,7 @@ void FakeLink::on_commit(Endpoint &from, uint32_t buf, uint32_t len) {
   if (cap_sent_.is_open()) cap_sent_.write(from.bufs_[buf].data.get(), len, now);
   Uplink &up = uplinks_[from.index()];
   if (!(up.bits_per_ns > 0)) {
-    route(from, buf, len, now);
+    route(from, buf, len, now, true);
     return;
   }
   const auto ser = static_cast<uint64_t>(std::ceil(static_cast<double>(len) * 8 / up.bits_per_ns));
@@ -250,18 +250,18 @@ void FakeLink::pump_uplinks(uint64_t now) {
     if (first == nullptr) return;
     const Staged st = first->frames.front();
     first->frames.pop_front();
-    route(*eps_[from], st.buf, st.len, st.at);
+    route(*eps_[from], st.buf, st.len, st.at, false);
   }
 }
 
-void FakeLink::route(Endpoint &from, uint32_t buf, uint32_t len, uint64_t now) {
+void FakeLink::route(Endpoint &from, uint32_t buf, uint32_t len, uint64_t now, bool hold) {
   const uint8_t *frame = from.bufs_[buf].data.get();
   uint32_t refs = 0;
   if (len < wire::EthHdr::kSize) {
     drop_counted(&counters_.dropped_runt);
   } else if (frame[0] & 1) {  // group address: flood to every other endpoint
     for (auto &to : eps_)
-      if (to.get() != &from) refs += send_copy(from, buf, frame, len, *to, now) ? 1 : 0;
+      if (to.get() != &from) refs += send_copy(from, buf, frame, len, *to, now, hold) ? 1 : 0;
   } else {
     Endpoint *to = nullptr;
     for (auto &e : eps_)
@@ -269,14 +269,14 @@ void FakeLink::route(Endpoint &from, uint32_t buf, uint32_t len, uint64_t now) {
     if (to == nullptr || to == &from)
       drop_counted(&counters_.dropped_no_dest);
     else
-      refs += send_copy(from, buf, frame, len, *to, now) ? 1 : 0;
+      refs += send_copy(from, buf, frame, len, *to, now, hold) ? 1 : 0;
   }
-  // send_copy() took one reference per scheduled copy; none: the buffer is free again.
-  if (refs == 0) from.release(buf);
+  // send_copy() took one reference per scheduled copy (with hold); none: the buffer is free.
+  if (refs == 0 || !hold) from.release(buf);
 }
 
 bool FakeLink::send_copy(Endpoint &from, uint32_t buf, const uint8_t *frame, uint32_t len,
-                         Endpoint &to, uint64_t now) {
+                         Endpoint &to, uint64_t now, bool hold) {
   const Faults &f = faults(from, to);
   std::vector<uint8_t> data(frame, frame + len);
   bool dup = false;
@@ -307,28 +307,27 @@ bool FakeLink::send_copy(Endpoint &from, uint32_t buf, const uint8_t *frame, uin
   DirState &dir = dirs_[{from.index(), to.index()}];
   at = std::max(at, dir.last_at);
   dup = dup || chance(f.duplicate);
-  const bool hold = chance(f.reorder) && f.reorder_depth > 0;
-  const uint32_t hold_for = hold ? 1 + static_cast<uint32_t>(rng_() % f.reorder_depth) : 0;
+  const bool hold_frame = chance(f.reorder) && f.reorder_depth > 0;
+  const uint32_t hold_for = hold_frame ? 1 + static_cast<uint32_t>(rng_() % f.reorder_depth) : 0;
 
   Endpoint::Buf &b = from.bufs_[buf];
   Pending p;
   p.to = static_cast<uint32_t>(to.index());
   p.from = static_cast<uint32_t>(from.index());
-  p.buf = buf;
+  p.buf = hold ? buf : kNoBuf;
   if (dup) {
     ++counters_.duplicated;
     Pending copy = p;
     copy.data = data;
     p.data = std::move(data);
-    ++b.refs;
+    if (hold) b.refs += 2;
     schedule(dir, at, std::move(p));
-    ++b.refs;
     schedule(dir, at, std::move(copy));
     return true;
   }
   p.data = std::move(data);
-  ++b.refs;
-  if (hold) {
+  if (hold) ++b.refs;
+  if (hold_frame) {
     ++counters_.reordered;
     Held h;
     h.deadline = at + f.reorder_max_hold_ns;

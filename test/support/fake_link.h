@@ -18,7 +18,8 @@
 // and multicast; unknown unicast is dropped and counted):
 //   0. S's uplink (NIC), if configured: frames leave S one after another at the uplink's
 //      `bits_per_ns` and reach the switch (step 1) when their last bit is out, at time t >= now;
-//      without an uplink t = now. The buffer stays busy meanwhile (TX ring back-pressure),
+//      without an uplink t = now. The buffer stays busy until then (TX ring back-pressure: the
+//      pool size is the NIC's ring depth) and is free again once the frame reached the switch,
 //   1. the direction's filter hook (pass / drop / corrupt / duplicate),
 //   2. random drop,
 //   3. the bottleneck queue of D's switch port, if configured: frames queue behind each other
@@ -218,7 +219,7 @@ class FakeLink {
       ++to.rx_frames_;
       if (cap_delivered_.is_open()) cap_delivered_.write(p.data.data(), p.data.size(), now);
       sink(to, p.data.data(), static_cast<uint32_t>(p.data.size()));
-      eps_[p.from]->release(p.buf);
+      if (p.buf != kNoBuf) eps_[p.from]->release(p.buf);
     }
     return n;
   }
@@ -240,10 +241,11 @@ class FakeLink {
 
  private:
   friend class Endpoint;
+  static constexpr uint32_t kNoBuf = UINT32_MAX;
   struct Pending {
     uint32_t to = 0;
     uint32_t from = 0;
-    uint32_t buf = 0;  // the sender's buffer this copy keeps busy
+    uint32_t buf = 0;  // the sender's buffer this copy keeps busy, or kNoBuf
     std::vector<uint8_t> data;
   };
   struct Held {
@@ -275,12 +277,14 @@ class FakeLink {
 
   void on_commit(Endpoint &from, uint32_t buf, uint32_t len);
   // Steps 1-7 for a frame that reaches the switch at `now`.
-  void route(Endpoint &from, uint32_t buf, uint32_t len, uint64_t now);
+  // With hold, each scheduled copy keeps the buffer busy until delivered (no uplink);
+  // without, the buffer is released when routing is done (the copies own their bytes).
+  void route(Endpoint &from, uint32_t buf, uint32_t len, uint64_t now, bool hold);
   // Routes the uplinks' frames that reached the switch by `now`, in time order.
   void pump_uplinks(uint64_t now);
   // One copy towards `to`; returns true if it was scheduled (it then holds a buffer ref).
   bool send_copy(Endpoint &from, uint32_t buf, const uint8_t *frame, uint32_t len, Endpoint &to,
-                 uint64_t now);
+                 uint64_t now, bool hold);
   void schedule(DirState &dir, uint64_t at, Pending &&p);
   void release_held(uint64_t now);
   bool enqueue_bottleneck(uint32_t to, std::vector<uint8_t> &data, uint64_t now, uint64_t *depart);

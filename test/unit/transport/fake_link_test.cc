@@ -740,6 +740,11 @@ TEST(FakeLink, UplinkSerializesFramesBeforeTheSwitch) {
   EXPECT_EQ(a.free_buffers(), 4u);
   EXPECT_EQ(link.in_flight(), 5u);
   EXPECT_EQ(link.next_delivery_ns(), uint64_t{len} * 8);
+  // At 8L a's first frame reaches the switch: its buffer is free, the frame still in flight.
+  clock.set(uint64_t{len} * 8);
+  EXPECT_EQ(link.deliver([](Endpoint &, const uint8_t *, uint32_t) {}), 0u);
+  EXPECT_EQ(a.free_buffers(), 5u);
+  EXPECT_EQ(link.in_flight(), 5u);
   std::vector<Rx> rx = drain(link, clock);
   ASSERT_EQ(rx.size(), 5u);
   // a's frames at (i + 1) * 8L + delay; c's one at 16L + delay, after a's second (tie: a's

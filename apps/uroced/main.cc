@@ -113,15 +113,21 @@ void print_config(const config::Config &c) {
 }
 
 // DCQCN from a port's [cc] (doc/congestion.md): the reaction point and pacer of every QP, and
-// the notification point's CNP interval. With `none` the engine keeps its defaults.
+// the notification point's CNP interval, DSCP and 802.1p priority. With `none` the engine keeps
+// its defaults.
 void apply_cc(const config::CcConfig &cc, transport::EngineConfig *e) {
+  const transport::EngineConfig def;
   if (cc.algorithm != config::CcAlgorithm::kDcqcn) {
     e->dcqcn = nullptr;
-    e->cnp_interval_ns = transport::EngineConfig{}.cnp_interval_ns;
+    e->cnp_interval_ns = def.cnp_interval_ns;
+    e->cnp_dscp = def.cnp_dscp;
+    e->cnp_pcp = def.cnp_pcp;
     return;
   }
   e->dcqcn = &cc.dcqcn;
   e->cnp_interval_ns = uint64_t{cc.dcqcn.min_time_between_cnps} * 1000;
+  e->cnp_dscp = cc.dcqcn.cnp_dscp;
+  e->cnp_pcp = static_cast<int8_t>(cc.dcqcn.cnp_802p_prio);
 }
 
 // Capture ring of each worker >= 1 (only with daemon.pcap): about 16 000 frames of 1 KiB, the

@@ -49,6 +49,8 @@ struct EngineConfig {
   uint64_t seed = 1;                  // key tags
   bool ecn = false;                   // mark data packets ECT(0)
   uint64_t cnp_interval_ns = 50'000;  // at most one CNP per QP per interval (DCQCN NP)
+  int16_t cnp_dscp = -1;              // DSCP of CNPs (ConnectX cnp_dscp); -1: the QP's own
+  int8_t cnp_pcp = -1;                // 802.1p priority of CNPs on a VLAN path; -1: the QP's
   uint32_t tx_budget = 16;            // packets a QP may send per poll (fairness)
   uint32_t max_inflight_psn = 256;    // requester window: unacknowledged PSNs
   uint32_t ack_req_every = 64;        // set AckReq at least every N packets of a long message

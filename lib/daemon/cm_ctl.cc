@@ -47,13 +47,17 @@ void CmService::on_message(ctl::Server &srv, const ctl::ClientInfo &ci, ctl::Mes
 }
 
 void CmService::on_disconnect(ctl::Server &, const ctl::ClientInfo &ci, ctl::CtlError) {
+  close_session(ci.id);
+}
+
+void CmService::close_session(uint64_t sess) {
   std::vector<uint32_t> mine;
   for (auto &[h, id] : ids_)
-    if (id->session == ci.id) mine.push_back(h);
+    if (id->session == sess) mine.push_back(h);
   for (uint32_t h : mine)
     destroy_id(*ids_[h]);
   for (auto it = channels_.begin(); it != channels_.end();)
-    it = it->second->session == ci.id ? channels_.erase(it) : std::next(it);
+    it = it->second->session == sess ? channels_.erase(it) : std::next(it);
 }
 
 int CmService::handle(uint64_t sess, ctl::Message &m, uint8_t *rep, size_t *len) {

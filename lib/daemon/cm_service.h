@@ -69,6 +69,12 @@ class CmService final : public ctl::Handler, private cm::Host {
   void on_message(ctl::Server &, const ctl::ClientInfo &, ctl::Message &) override;
   void on_disconnect(ctl::Server &, const ctl::ClientInfo &, ctl::CtlError) override;
 
+  // What on_message / on_disconnect do, without the server (tests): one request of session
+  // `sess` (0 or -errno; the reply payload in rep[0, *rep_len), rep holds a CmEventReply), and
+  // the end of a session.
+  int handle(uint64_t sess, ctl::Message &m, uint8_t *rep, size_t *rep_len);
+  void close_session(uint64_t sess);
+
   static void register_types(ctl::TypeTable &t) noexcept;
   // cm.* entries for kStats.
   void add_stats(std::vector<ctl::StatEntry> &v) const;
@@ -85,7 +91,6 @@ class CmService final : public ctl::Handler, private cm::Host {
   void on_event(const cm::Event &e) override;
 
   // cm_ctl.cc: one handler per type; 0 or -errno, *rep / *rep_len for the reply payload.
-  int handle(uint64_t sess, ctl::Message &m, uint8_t *rep, size_t *rep_len);
   int do_create_channel(uint64_t sess, ctl::Message &m, uint8_t *rep, size_t *len);
   int do_create_id(uint64_t sess, ctl::Message &m, uint8_t *rep, size_t *len);
   int do_bind(uint64_t sess, ctl::Message &m, uint8_t *rep, size_t *len);

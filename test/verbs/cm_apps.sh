@@ -8,7 +8,8 @@
 #   2. ucmatose: server on A, client on B (one connection, 10 SENDs each way): both exit 0.
 #   3. A client connecting to a port nobody listens on is rejected at once (REJ reason 8:
 #      RDMA_CM_EVENT_REJECTED, not a timeout).
-#   4. The daemons counted the CM MADs and no bad ones.
+#   4. perftest's ib_write_bw -R and ib_send_lat -R (the connection through rdma_cm).
+#   5. The daemons counted the CM MADs and no bad ones.
 # Every wait is bounded; every process started is stopped by PID.
 # Usage: cm_apps.sh PATH/TO/uroced VERBS_SHIM_DIR RDMACM_SHIM_DIR PATH/TO/uroce-stat
 set -uo pipefail
@@ -18,7 +19,7 @@ UROCED=${1:?$USAGE}
 SHIM=${2:?$USAGE}
 CMSHIM=${3:?$USAGE}
 STAT=${4:?$USAGE}
-for t in rping ucmatose timeout; do
+for t in rping ucmatose ib_write_bw ib_send_lat timeout; do
   command -v $t >/dev/null || { echo "FAIL: '$t' not found (scripts/install-deps.sh installs it)"; exit 1; }
 done
 [ -e "$CMSHIM/librdmacm.so.1" ] || { echo "FAIL: no librdmacm.so.1 in $CMSHIM"; exit 1; }
@@ -78,7 +79,28 @@ else
   fail "connect to an unused port: rc=$rc, $(tail -3 "$WORK/rping-rej.log")"
 fi
 
-# --- 4. the daemons' CM counters
+# --- 4. perftest over rdma_cm (-R): the server binds any address, the client resolves A's.
+for t in "ib_write_bw -s 65536 -n 200" "ib_send_lat -s 64 -n 200"; do
+  set -- $t
+  tool=$1
+  shift
+  cm_on "$SOCK_A" timeout 90 "$tool" -R -d uroce0 -p 18600 "$@" >"$WORK/$tool-s.log" 2>&1 &
+  PID_S=$!
+  sleep 2
+  cm_on "$SOCK_B" timeout 90 "$tool" -R -d uroce_b -p 18600 "$@" "$IP_A" >"$WORK/$tool-c.log" 2>&1
+  rc_c=$?
+  wait "$PID_S"
+  rc_s=$?
+  PID_S=""
+  if [ $rc_c -eq 0 ] && [ $rc_s -eq 0 ] && grep -qE "^ +[0-9]+ +[0-9]+ " "$WORK/$tool-c.log"; then
+    pass "$tool -R $*: server on A, client on B: $(grep -E "^ +[0-9]+ +[0-9]+ " "$WORK/$tool-c.log" | head -1 | tr -s ' ')"
+  else
+    fail "$tool -R: client rc=$rc_c, server rc=$rc_s"
+    tail -5 "$WORK/$tool-c.log" "$WORK/$tool-s.log"
+  fi
+done
+
+# --- 5. the daemons' CM counters
 for s in A B; do
   sock=SOCK_$s
   out=$(env -u LD_LIBRARY_PATH "$STAT" -s "${!sock}" 2>&1)

@@ -167,6 +167,22 @@ Id *lookup(Dev *d, uint32_t h) {
   return it == g_ids.end() ? nullptr : it->second;
 }
 
+// UD ids (SIDR): the event's rdma_ud_param, with an address vector to the peer.
+void copy_ud(const Id *id, const ctl::CmEventReply &r, Event *e) {
+  std::memcpy(e->priv, r.private_data, r.private_len);
+  rdma_ud_param &u = e->ev.param.ud;
+  u.private_data = r.private_len != 0 ? e->priv : nullptr;
+  u.private_data_len = r.private_len;
+  u.ah_attr.is_global = 1;
+  std::memcpy(u.ah_attr.grh.dgid.raw, r.peer_gid, 16);
+  u.ah_attr.grh.sgid_index = static_cast<uint8_t>(r.gid_index);
+  u.ah_attr.grh.hop_limit = 64;
+  u.ah_attr.grh.traffic_class = id->tos;
+  u.ah_attr.port_num = 1;
+  u.qp_num = r.qpn;
+  u.qkey = r.qkey;
+}
+
 void copy_conn(const ctl::CmEventReply &r, Event *e) {
   std::memcpy(e->priv, r.private_data, r.private_len);
   rdma_conn_param &c = e->ev.param.conn;
@@ -228,7 +244,10 @@ Event *convert(Dev *d, const ctl::CmEventReply &r) {
     }
     e->ev.id = &c->id;
     e->ev.listen_id = &lis->id;
-    copy_conn(r, e);
+    if (c->id.qp_type == IBV_QPT_UD)
+      copy_ud(c, r, e);
+    else
+      copy_conn(r, e);
     return e;
   }
   Id *id = lookup(d, r.id);
@@ -237,6 +256,10 @@ Event *convert(Dev *d, const ctl::CmEventReply &r) {
     return nullptr;
   }
   e->ev.id = &id->id;
+  if (id->id.qp_type == IBV_QPT_UD) {
+    copy_ud(id, r, e);
+    return e;
+  }
   copy_conn(r, e);
   if (r.event == ctl::kEvConnectResponse) {
     id->peer_qpn = r.qpn;
@@ -350,6 +373,7 @@ UROCE_EXPORT int rdma_create_id(rdma_event_channel *channel, rdma_cm_id **out, v
       t = IBV_QPT_RC;
       break;
     case RDMA_PS_UDP:
+    case RDMA_PS_IPOIB:  // udaddy's default: UD with SIDR, like RDMA_PS_UDP
       t = IBV_QPT_UD;
       break;
     default:
@@ -475,11 +499,21 @@ UROCE_EXPORT int rdma_listen(rdma_cm_id *cid, int) {
 UROCE_EXPORT int rdma_connect(rdma_cm_id *cid, rdma_conn_param *param) {
   Id *id = to_id(cid);
   if (id == nullptr || id->handle == 0) return fail(EINVAL);
-  if (cid->qp_type != IBV_QPT_RC) return fail(EOPNOTSUPP);  // SIDR: not yet (doc/cm.md)
-  if (cid->qp == nullptr && param == nullptr) return fail(EINVAL);
   Dev *d = id->dev;
   ctl::CmConnPayload p{};
   p.id = id->handle;
+  if (cid->qp_type == IBV_QPT_UD) {  // SIDR: ask the peer for its QPN and Q_Key
+    if (param != nullptr && param->private_data_len != 0) {
+      if (param->private_data == nullptr || param->private_data_len > ctl::kCmPrivateMax)
+        return fail(EINVAL);
+      p.private_len = param->private_data_len;
+      std::memcpy(p.private_data, param->private_data, p.private_len);
+    }
+    if (const int rc = d->call(ctl::kCmConnect, &p, sizeof p, nullptr, 0, nullptr, 0))
+      return fail(-rc);
+    return 0;
+  }
+  if (cid->qp == nullptr && param == nullptr) return fail(EINVAL);
   p.qpn = cid->qp != nullptr ? cid->qp->qp_num : param->qp_num;
   id->psn = random_psn();
   p.psn = id->psn;
@@ -512,9 +546,23 @@ UROCE_EXPORT int rdma_connect(rdma_cm_id *cid, rdma_conn_param *param) {
 UROCE_EXPORT int rdma_accept(rdma_cm_id *cid, rdma_conn_param *param) {
   Id *id = to_id(cid);
   if (id == nullptr || id->handle == 0) return fail(EINVAL);
-  if (cid->qp_type != IBV_QPT_RC) return fail(EOPNOTSUPP);
   if (cid->qp == nullptr && param == nullptr) return fail(EINVAL);
   Dev *d = id->dev;
+  if (cid->qp_type == IBV_QPT_UD) {  // the SIDR_REP: our QPN and Q_Key
+    ctl::CmConnPayload p{};
+    p.id = id->handle;
+    p.qpn = cid->qp != nullptr ? cid->qp->qp_num : param->qp_num;
+    p.qkey = RDMA_UDP_QKEY;
+    if (param != nullptr && param->private_data_len != 0) {
+      if (param->private_data == nullptr || param->private_data_len > ctl::kCmPrivateMax)
+        return fail(EINVAL);
+      p.private_len = param->private_data_len;
+      std::memcpy(p.private_data, param->private_data, p.private_len);
+    }
+    if (const int rc = d->call(ctl::kCmAccept, &p, sizeof p, nullptr, 0, nullptr, 0))
+      return fail(-rc);
+    return 0;
+  }
   if (param != nullptr && param->responder_resources != RDMA_MAX_RESP_RES)
     id->resp_res = clamp(param->responder_resources, d->attr.max_qp_rd_atom);
   if (param != nullptr && param->initiator_depth != RDMA_MAX_INIT_DEPTH)

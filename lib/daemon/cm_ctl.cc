@@ -27,9 +27,8 @@ uint64_t port_key(uint16_t ps, uint16_t port) {
   return uint64_t{ps} << 16 | port;
 }
 
-bool ip_ps(uint16_t ps) {
-  return ps == static_cast<uint16_t>(cm::PortSpace::kTcp) ||
-         ps == static_cast<uint16_t>(cm::PortSpace::kUdp);
+bool ip_ps(uint16_t ps) {  // rdma_cm's IP header leads the private data of all but RDMA_PS_IB
+  return ps != static_cast<uint16_t>(cm::PortSpace::kIb);
 }
 
 }  // namespace
@@ -129,6 +128,7 @@ int CmService::do_create_id(uint64_t sess, ctl::Message &m, uint8_t *rep, size_t
   if (ch == channels_.end() || ch->second->session != sess) return -EINVAL;
   if (p.port_space != static_cast<uint16_t>(cm::PortSpace::kTcp) &&
       p.port_space != static_cast<uint16_t>(cm::PortSpace::kUdp) &&
+      p.port_space != static_cast<uint16_t>(cm::PortSpace::kIpoib) &&
       p.port_space != static_cast<uint16_t>(cm::PortSpace::kIb))
     return -EPROTONOSUPPORT;
   if (p.qp_type != kQptRc && p.qp_type != kQptUd) return -EINVAL;
@@ -265,8 +265,33 @@ int CmService::do_connect(uint64_t sess, ctl::Message &m) {
   Id *id = id_of(sess, p.id);
   if (id == nullptr || !id->resolved || id->listening || id->comm_id != 0 || id->listen_for != 0)
     return -EINVAL;
-  if (id->qp_type != kQptRc) return -EOPNOTSUPP;  // SIDR (RDMA_PS_UDP): not yet
   const size_t hdr = ip_ps(id->ps) ? cm::kCmaHdrSize : 0;
+  auto write_hdr = [&](uint8_t *priv) {
+    if (hdr == 0) return;
+    cm::CmaHdr h;
+    h.ip_version = id->peer.is_v4mapped() ? 4 : 6;
+    h.port = id->local_port;
+    std::memcpy(h.src, id->local.raw, 16);
+    std::memcpy(h.dst, id->peer.raw, 16);
+    if (h.ip_version == 4) {
+      std::memset(h.src, 0, 12);
+      std::memset(h.dst, 0, 12);
+    }
+    cm::write_cma_hdr(h, priv);
+  };
+  uint32_t comm = 0;
+  if (id->qp_type == kQptUd) {  // SIDR: the peer's QPN and Q_Key for a service id
+    if (p.private_len > cm::kSidrReqPrivate - hdr) return -EINVAL;
+    cm::SidrReq s;
+    s.service_id = cm::service_id(static_cast<cm::PortSpace>(id->ps), id->peer_port);
+    write_hdr(s.private_data.data());
+    std::memcpy(s.private_data.data() + hdr, p.private_data, p.private_len);
+    const int rc = cm_.sidr_query(s, id->peer, clock_(), &comm);
+    if (rc != 0) return -rc;
+    id->comm_id = comm;
+    by_comm_[comm] = id->handle;
+    return 0;
+  }
   if (p.private_len > cm::kReqPrivate - hdr) return -EINVAL;
   if (p.path_mtu < 1 || p.path_mtu > 5) return -EINVAL;
   cm::Req q;
@@ -284,20 +309,8 @@ int CmService::do_connect(uint64_t sess, ctl::Message &m) {
   q.primary.hop_limit = wire::kRoceHopLimit;
   q.primary.traffic_class = static_cast<uint8_t>(port_.dscp() << 2);
   q.primary.local_ack_timeout = 18;
-  if (hdr != 0) {
-    cm::CmaHdr h;
-    h.ip_version = id->peer.is_v4mapped() ? 4 : 6;
-    h.port = id->local_port;
-    std::memcpy(h.src, id->local.raw, 16);
-    std::memcpy(h.dst, id->peer.raw, 16);
-    if (h.ip_version == 4) {
-      std::memset(h.src, 0, 12);
-      std::memset(h.dst, 0, 12);
-    }
-    cm::write_cma_hdr(h, q.private_data.data());
-  }
+  write_hdr(q.private_data.data());
   std::memcpy(q.private_data.data() + hdr, p.private_data, p.private_len);
-  uint32_t comm = 0;
   const int rc = cm_.connect(q, id->peer, clock_(), &comm);
   if (rc != 0) return -rc;
   id->comm_id = comm;
@@ -311,6 +324,7 @@ int CmService::do_accept(uint64_t sess, ctl::Message &m) {
   if (!m.payload_as(&p)) return -EINVAL;
   Id *id = id_of(sess, p.id);
   if (id == nullptr || id->comm_id == 0 || id->listen_for == 0) return -EINVAL;
+  if (id->qp_type == kQptUd) return sidr_answer(*id, cm::kSidrOk, p);
   if (p.private_len > cm::kRepPrivate) return -EINVAL;
   cm::Rep r;
   r.local_qpn = p.qpn & 0xffffff;
@@ -325,11 +339,27 @@ int CmService::do_accept(uint64_t sess, ctl::Message &m) {
   return rc == 0 ? 0 : -rc;
 }
 
+int CmService::sidr_answer(Id &id, uint8_t status, const ctl::CmConnPayload &p) {
+  if (p.private_len > cm::kSidrRepPrivate) return -EINVAL;
+  cm::SidrRep r;
+  r.status = status;
+  r.qpn = status == cm::kSidrOk ? p.qpn & 0xffffff : 0;
+  r.qkey = status == cm::kSidrOk ? p.qkey : 0;
+  r.service_id = cm::service_id(static_cast<cm::PortSpace>(id.ps), id.local_port);
+  std::memcpy(r.private_data.data(), p.private_data, p.private_len);
+  const int rc = cm_.sidr_reply(id.comm_id, r);
+  if (rc != 0) return -rc;
+  by_comm_.erase(id.comm_id);  // a SIDR exchange ends with its answer
+  id.comm_id = 0;
+  return 0;
+}
+
 int CmService::do_reject(uint64_t sess, ctl::Message &m) {
   ctl::CmConnPayload p{};
   if (!m.payload_as(&p)) return -EINVAL;
   Id *id = id_of(sess, p.id);
   if (id == nullptr || id->comm_id == 0) return -EINVAL;
+  if (id->qp_type == kQptUd && id->listen_for != 0) return sidr_answer(*id, cm::kSidrRejected, p);
   if (p.private_len > cm::kRejPrivate) return -EINVAL;
   const int rc = cm_.reject(id->comm_id, cm::kRejConsumerDefined, p.private_data, p.private_len);
   if (rc != 0) return -rc;

@@ -163,8 +163,7 @@ void CmService::queue_event(Id &id, uint32_t event, int32_t status, const cm::Ev
   r.local_port = id.local_port;
   r.peer_port = id.peer_port;
   r.gid_index = id.gid_index;
-  const bool ip = id.ps == static_cast<uint16_t>(cm::PortSpace::kTcp) ||
-                  id.ps == static_cast<uint16_t>(cm::PortSpace::kUdp);
+  const bool ip = id.ps != static_cast<uint16_t>(cm::PortSpace::kIb);
   auto priv = [&r](const uint8_t *p, size_t n) {
     if (n > ctl::kCmPrivateMax) n = ctl::kCmPrivateMax;
     std::memcpy(r.private_data, p, n);
@@ -194,6 +193,13 @@ void CmService::queue_event(Id &id, uint32_t event, int32_t status, const cm::Ev
     r.rnr_retry_count = p.rnr_retry_count;
     r.srq = p.srq;
     priv(p.private_data.data(), cm::kRepPrivate);
+  } else if (e != nullptr && e->sidr_req != nullptr) {
+    const size_t skip = ip ? cm::kCmaHdrSize : 0;
+    priv(e->sidr_req->private_data.data() + skip, cm::kSidrReqPrivate - skip);
+  } else if (e != nullptr && e->sidr_rep != nullptr) {
+    r.qpn = e->sidr_rep->qpn;
+    r.qkey = e->sidr_rep->qkey;
+    priv(e->sidr_rep->private_data.data(), cm::kSidrRepPrivate);
   } else if (e != nullptr && e->rej != nullptr) {
     priv(e->rej->private_data.data(), cm::kRejPrivate);
   }
@@ -204,9 +210,9 @@ void CmService::queue_event(Id &id, uint32_t event, int32_t status, const cm::Ev
 }
 
 void CmService::on_event(const cm::Event &e) {
-  if (e.kind == cm::Event::kReqReceived) {
+  if (e.kind == cm::Event::kReqReceived || e.kind == cm::Event::kSidrReqReceived) {
     const auto l = ids_.find(e.listen_id);
-    if (l == ids_.end() || e.req == nullptr) return;  // a listener is unlistened before it goes
+    if (l == ids_.end() || (e.req == nullptr && e.sidr_req == nullptr)) return;
     Id &lis = *l->second;
     auto child = std::make_unique<Id>();
     Id &c = *child;
@@ -216,11 +222,16 @@ void CmService::on_event(const cm::Event &e) {
     c.ps = lis.ps;
     c.qp_type = lis.qp_type;
     c.bound = c.resolved = true;
-    c.local = e.req->primary.remote_gid;
     c.peer = e.peer;
+    if (e.req != nullptr)
+      c.local = e.req->primary.remote_gid;
+    else if (!pick_source(e.peer, &c.local))
+      c.local = lis.local;
     c.local_port = lis.local_port;
     cm::CmaHdr h;
-    if (cm::read_cma_hdr(e.req->private_data.data(), &h)) c.peer_port = h.port;
+    const uint8_t *priv =
+        e.req != nullptr ? e.req->private_data.data() : e.sidr_req->private_data.data();
+    if (cm::read_cma_hdr(priv, &h)) c.peer_port = h.port;
     const int gi = local_gid_index(c.local);
     c.gid_index = static_cast<uint16_t>(gi < 0 ? lis.gid_index : gi);
     c.comm_id = e.comm_id;
@@ -260,6 +271,13 @@ void CmService::on_event(const cm::Event &e) {
       id.disc_reported = true;
       break;
     case cm::Event::kTimewaitExit:
+      gone();
+      break;
+    case cm::Event::kSidrRepReceived:  // the exchange is over either way
+      if (e.sidr_rep != nullptr && e.sidr_rep->status == cm::kSidrOk)
+        queue_event(id, ctl::kEvEstablished, 0, &e);
+      else
+        queue_event(id, ctl::kEvUnreachable, -ECONNREFUSED, &e);
       gone();
       break;
     default:

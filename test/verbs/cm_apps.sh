@@ -6,6 +6,7 @@
 #   1. rping: server on daemon A, client on daemon B, -C 10 -v: both exit 0, each prints its
 #      10 pings with the rotating pattern (data verified by rping itself with -V).
 #   2. ucmatose: server on A, client on B (one connection, 10 SENDs each way): both exit 0.
+#   2b. udaddy: RDMA_PS_UDP (SIDR_REQ / SIDR_REP), UD messages both ways: both exit 0.
 #   3. A client connecting to a port nobody listens on is rejected at once (REJ reason 8:
 #      RDMA_CM_EVENT_REJECTED, not a timeout).
 #   4. perftest's ib_write_bw -R and ib_send_lat -R (the connection through rdma_cm).
@@ -19,7 +20,7 @@ UROCED=${1:?$USAGE}
 SHIM=${2:?$USAGE}
 CMSHIM=${3:?$USAGE}
 STAT=${4:?$USAGE}
-for t in rping ucmatose ib_write_bw ib_send_lat timeout; do
+for t in rping ucmatose udaddy ib_write_bw ib_send_lat timeout; do
   command -v $t >/dev/null || { echo "FAIL: '$t' not found (scripts/install-deps.sh installs it)"; exit 1; }
 done
 [ -e "$CMSHIM/librdmacm.so.1" ] || { echo "FAIL: no librdmacm.so.1 in $CMSHIM"; exit 1; }
@@ -50,7 +51,7 @@ if [ $rc_c -eq 0 ] && [ $rc_s -eq 0 ] && [ "$nc" -eq 10 ] && [ "$ns" -eq 10 ] &&
   pass "rping -C 10 -v -V: server on A, client on B, 10 pings each side"
 else
   fail "rping: client rc=$rc_c ($nc pings), server rc=$rc_s ($ns pings)"
-  tail -5 "$WORK/rping-c.log" "$WORK/rping-s.log"
+  tail -n 8 "$WORK/rping-c.log" "$WORK/rping-s.log"
 fi
 
 # --- 2. ucmatose
@@ -67,7 +68,24 @@ if [ $rc_c -eq 0 ] && [ $rc_s -eq 0 ] && grep -q "^test complete" "$WORK/ucma-c.
   pass "ucmatose: server on A, client on B, test complete on both"
 else
   fail "ucmatose: client rc=$rc_c, server rc=$rc_s"
-  tail -5 "$WORK/ucma-c.log" "$WORK/ucma-s.log"
+  tail -n 8 "$WORK/ucma-c.log" "$WORK/ucma-s.log"
+fi
+
+# --- 2b. udaddy: RDMA_PS_UDP, the QPN and Q_Key through SIDR, then UD SENDs both ways
+cm_on "$SOCK_A" timeout 60 udaddy -b "$IP_A" >"$WORK/udaddy-s.log" 2>&1 &
+PID_S=$!
+sleep 1
+cm_on "$SOCK_B" timeout 60 udaddy -s "$IP_A" >"$WORK/udaddy-c.log" 2>&1
+rc_c=$?
+wait "$PID_S"
+rc_s=$?
+PID_S=""
+if [ $rc_c -eq 0 ] && [ $rc_s -eq 0 ] && grep -q "^test complete" "$WORK/udaddy-c.log" &&
+   grep -q "^test complete" "$WORK/udaddy-s.log"; then
+  pass "udaddy (SIDR): server on A, client on B, test complete on both"
+else
+  fail "udaddy: client rc=$rc_c, server rc=$rc_s"
+  tail -n 8 "$WORK/udaddy-c.log" "$WORK/udaddy-s.log"
 fi
 
 # --- 3. nobody listens: rejected at once (reason 8, invalid service id)
@@ -96,7 +114,7 @@ for t in "ib_write_bw -s 65536 -n 200" "ib_send_lat -s 64 -n 200"; do
     pass "$tool -R $*: server on A, client on B: $(grep -E "^ +[0-9]+ +[0-9]+ " "$WORK/$tool-c.log" | head -1 | tr -s ' ')"
   else
     fail "$tool -R: client rc=$rc_c, server rc=$rc_s"
-    tail -5 "$WORK/$tool-c.log" "$WORK/$tool-s.log"
+    tail -n 8 "$WORK/$tool-c.log" "$WORK/$tool-s.log"
   fi
 done
 

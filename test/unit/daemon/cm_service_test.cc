@@ -290,6 +290,69 @@ TEST_F(CmServiceTest, NobodyListeningIsRejectedAtOnce) {
   EXPECT_EQ(ev.status, cm::kRejInvalidServiceId);
 }
 
+TEST_F(CmServiceTest, SidrGivesTheListenersQpnAndQkey) {
+  int app_a = -1, app_b = -1;
+  const uint32_t ch_a = channel(a, 1, &app_a), ch_b = channel(b, 2, &app_b);
+  ctl::HandlePayload h{};
+  ASSERT_EQ(req(a, 1, ctl::kCmCreateId, ctl::CmCreateIdPayload{ch_a, 0x0111, 4, 0}, &h, sizeof h),
+            0);
+  const uint32_t lis = h.handle;
+  ctl::CmAddrPayload bp{};
+  bp.id = lis;
+  bp.port = 7174;
+  ASSERT_EQ(req(a, 1, ctl::kCmBind, bp), 0);
+  ASSERT_EQ(handle_req(a, 1, ctl::kCmListen, lis), 0);
+  auto ask = [&](uint16_t port) {
+    ctl::HandlePayload c{};
+    EXPECT_EQ(req(b, 2, ctl::kCmCreateId, ctl::CmCreateIdPayload{ch_b, 0x0111, 4, 0}, &c, sizeof c),
+              0);
+    ctl::CmResolvePayload rp{};
+    rp.id = c.handle;
+    rp.dst_port = port;
+    std::memcpy(rp.dst_gid, pa.gid(1).raw, 16);
+    ctl::CmAddrReply ar{};
+    EXPECT_EQ(req(b, 2, ctl::kCmResolveAddr, rp, &ar, sizeof ar), 0);
+    EXPECT_EQ(handle_req(b, 2, ctl::kCmResolveRoute, c.handle), 0);
+    ctl::CmConnPayload cp{};
+    cp.id = c.handle;
+    cp.private_len = 3;
+    std::memcpy(cp.private_data, "ud!", 3);
+    EXPECT_EQ(req(b, 2, ctl::kCmConnect, cp), 0);
+    ctl::CmEventReply ev{};
+    EXPECT_TRUE(event(b, 2, ch_b, &ev));  // ADDR_RESOLVED
+    EXPECT_TRUE(event(b, 2, ch_b, &ev));  // ROUTE_RESOLVED
+    return c.handle;
+  };
+  const uint32_t cli = ask(7174);
+  pump();
+  ctl::CmEventReply ev{};
+  ASSERT_TRUE(event(a, 1, ch_a, &ev));
+  EXPECT_EQ(ev.event, ctl::kEvConnectRequest);
+  EXPECT_EQ(ev.listen_id, lis);
+  EXPECT_EQ(std::memcmp(ev.private_data, "ud!", 3), 0);
+  ctl::CmConnPayload ap{};
+  ap.id = ev.id;
+  ap.qpn = 0x55;
+  ap.qkey = 0x01234567;
+  ASSERT_EQ(req(a, 1, ctl::kCmAccept, ap), 0);
+  EXPECT_EQ(req(a, 1, ctl::kCmAccept, ap), -EINVAL);  // answered once
+  pump();
+  ASSERT_TRUE(event(b, 2, ch_b, &ev));
+  EXPECT_EQ(ev.event, ctl::kEvEstablished);
+  EXPECT_EQ(ev.id, cli);
+  EXPECT_EQ(ev.qpn, 0x55u);
+  EXPECT_EQ(ev.qkey, 0x01234567u);
+  EXPECT_EQ(std::memcmp(ev.peer_gid, pa.gid(1).raw, 16), 0);
+  // Nobody listening on that port: UNREACHABLE at once.
+  const uint32_t lost = ask(7999);
+  pump();
+  ASSERT_TRUE(event(b, 2, ch_b, &ev));
+  EXPECT_EQ(ev.event, ctl::kEvUnreachable);
+  EXPECT_EQ(ev.id, lost);
+  EXPECT_EQ(a.cm().connections(), 0u);
+  EXPECT_EQ(b.cm().connections(), 0u);
+}
+
 TEST_F(CmServiceTest, UnreachableAddressIsAnAddrError) {
   int app = -1;
   const uint32_t ch = channel(b, 2, &app);

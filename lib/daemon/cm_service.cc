@@ -239,6 +239,8 @@ void CmService::on_event(const cm::Event &e) {
     by_comm_[c.comm_id] = c.handle;
     ids_[c.handle] = std::move(child);
     queue_event(c, ctl::kEvConnectRequest, 0, &e, lis.handle);
+    // As the kernel's rdma_cm: the app may take its time to accept (MRA, 2^24 x 4.096 us).
+    if (e.req != nullptr) cm_.mra(e.comm_id, kMraServiceTimeout);
     return;
   }
   const auto bc = by_comm_.find(e.comm_id);

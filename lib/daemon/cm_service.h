@@ -34,6 +34,7 @@ namespace uroce::daemon {
 
 inline constexpr uint32_t kGsiQpn = 1;
 inline constexpr uint32_t kGsiQkey = 0x80010000u;
+inline constexpr uint8_t kMraServiceTimeout = 24;  // the kernel's CMA_CM_MRA_SETTING
 
 // Why a frame for QP 1 was dropped before reaching the CM.
 enum class GsiDrop : uint8_t {

@@ -17,11 +17,6 @@ using namespace uroce::rdmacm;
 
 namespace {
 
-int fail(int e) {
-  errno = e;
-  return -1;
-}
-
 sockaddr *copy_sa(const sockaddr *sa, socklen_t len) {
   auto *p = static_cast<sockaddr *>(std::calloc(1, sizeof(sockaddr_storage)));
   if (p != nullptr) std::memcpy(p, sa, len);

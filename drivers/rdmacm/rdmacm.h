@@ -11,6 +11,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -65,6 +66,17 @@ struct Event {
   rdma_cm_event ev{};  // first: the app's pointer is &ev
   uint8_t priv[ctl::kCmPrivateMax] = {};
 };
+
+inline Id *to_id(rdma_cm_id *id) {
+  return reinterpret_cast<Id *>(id);
+}
+inline int fail(int e) {  // errno = e, -1
+  errno = e;
+  return -1;
+}
+inline uint8_t clamp(uint8_t v, int max) {
+  return static_cast<uint8_t>(v > max ? max : v);
+}
 
 // cma.cc
 std::vector<Dev *> &devices();  // every daemon of UROCE_SOCKET, connected on first use

@@ -318,6 +318,26 @@ int run(int argc, char **argv) {
     }
     EthPortView view(*ports[0], cfg.ports[0], loop);
     Daemon daemon(engines, view);
+    // QP 1 and rdma_cm's ids of each port (doc/cm.md): MADs leave through the port's TX batch.
+    auto mad_tx = [](port::EthPort *p) {
+      return [p](const uint8_t *f, uint32_t len) noexcept {
+        transport::TxBuf b = p->tx_alloc();
+        if (b.data == nullptr) return false;
+        if (len > b.cap) {
+          p->tx_abort(b);
+          return false;
+        }
+        std::memcpy(b.data, f, len);
+        p->tx_commit(b, len);
+        return true;
+      };
+    };
+    auto clock_fn = [&clock] { return clock.now_ns(); };
+    std::vector<std::unique_ptr<CmService>> cms;
+    cms.push_back(std::make_unique<CmService>(view, mad_tx(ports[0].get()), clock_fn,
+                                              ecfg.seed ^ 0xC0FFEE1234567ull));
+    daemon.set_cm(cms[0].get());
+    loop.set_cm(cms[0].get());
     // While the control thread waits for a worker to run a command, main's loop goes on.
     daemon.set_wait_hook([&loop] {
       if (loop.step() == 0) {
@@ -326,9 +346,10 @@ int run(int argc, char **argv) {
       }
     });
     std::vector<std::unique_ptr<WorkerLane>> wloops;
-    daemon.set_stats_hook([&ports, &daemon, &loop, &wloops](std::vector<ctl::StatEntry> &v) {
+    daemon.set_stats_hook([&ports, &daemon, &loop, &wloops, &cms](std::vector<ctl::StatEntry> &v) {
       for (auto &p : ports)
         add_port_stats(*p, v);
+      cms[0]->add_stats(v);
       if (wloops.empty()) return;
       const port::PortCounters &pc = ports[0]->counters();
       add_lane_stats(0, loop.lane_counters(),
@@ -357,11 +378,17 @@ int run(int argc, char **argv) {
     for (size_t i = 1; i < ports.size(); ++i) {
       port_views.push_back(std::make_unique<EthPortView>(*ports[i], cfg.ports[i], loop));
       port_daemons.push_back(std::make_unique<Daemon>(*port_engines[i - 1], *port_views.back()));
-      port_daemons.back()->set_stats_hook([&ports](std::vector<ctl::StatEntry> &v) {
+      cms.push_back(std::make_unique<CmService>(*port_views.back(), mad_tx(ports[i].get()),
+                                                clock_fn, ecfg.seed ^ (0xC0FFEE1234567ull * i)));
+      CmService *cm = cms.back().get();
+      port_daemons.back()->set_cm(cm);
+      port_daemons.back()->set_stats_hook([&ports, cm](std::vector<ctl::StatEntry> &v) {
         for (auto &p : ports)
           add_port_stats(*p, v);
+        cm->add_stats(v);
       });
       loop.devices()[i - 1].daemon = port_daemons.back().get();
+      loop.devices()[i - 1].cm = cm;
     }
     std::vector<unsigned> worker_lcores;
     {
@@ -440,8 +467,11 @@ int run(int argc, char **argv) {
     server_ptrs.clear();
     for (auto &d : port_daemons)
       d->close_all();  // their engines run on main: nothing else to wait for
-    for (PortDevice &d : loop.devices())
+    for (PortDevice &d : loop.devices()) {
       d.daemon = nullptr;
+      d.cm = nullptr;
+    }
+    loop.set_cm(nullptr);
     daemon.close_all();  // the workers still run: the teardown runs on them
     guard.stop();
     loop.set_daemon(nullptr);

@@ -48,6 +48,10 @@ void Daemon::register_types(ctl::TypeTable &t) noexcept {
     t.add({s.type, s.req_payload, s.req_payload, s.req_fds});
     t.add({static_cast<uint16_t>(s.type | ctl::kReplyBit), s.rep_min, s.rep_max, s.rep_fds});
   }
+  for (const ctl::CmSpec &s : ctl::kCmSpecs) {  // handled by the CM service (set_cm)
+    t.add({s.type, s.req_payload, s.req_payload, s.req_fds});
+    t.add({static_cast<uint16_t>(s.type | ctl::kReplyBit), s.rep_min, s.rep_max, s.rep_fds});
+  }
 }
 
 void Daemon::run_on(unsigned w, const std::function<void()> &f) {

@@ -31,6 +31,7 @@
 #include "shm/memfd.h"
 #include "transport/core.h"
 #include "uroce/abi.h"
+#include "uroce/ctl_cm.h"
 #include "uroce/ctl_verbs.h"
 #include "uroce/ring.h"
 #include "wire/gid.h"
@@ -133,6 +134,9 @@ class Daemon : public ctl::Handler {
   // Extra counters appended to kStats replies (uroced adds the port's).
   using StatsHook = std::function<void(std::vector<ctl::StatEntry> &)>;
   void set_stats_hook(StatsHook h) { stats_hook_ = std::move(h); }
+  // The handler of the connection-manager types (uroce/ctl_cm.h; lib/daemon/cm_service.h),
+  // also told of every session's end. Without one they are answered EOPNOTSUPP.
+  void set_cm(ctl::Handler *h) noexcept { cm_ = h; }
   // Tears every session down (daemon shutdown; the workers must still be running).
   void close_all();
 
@@ -235,6 +239,7 @@ class Daemon : public ctl::Handler {
   std::vector<Session *> live_sessions_;  // rebuilt on connect / disconnect
   std::function<void()> wait_hook_;
   StatsHook stats_hook_;
+  ctl::Handler *cm_ = nullptr;
   std::vector<ctl::StatEntry> stats_;  // snapshot served page by page
   uint32_t stats_gen_ = 0;
 };

@@ -103,6 +103,10 @@ unsigned PollLoop<Port>::step() noexcept {
 template <class Port>
 port::RxVerdict PollLoop<Port>::main_frame(rte_mbuf *m, const uint8_t *f, uint32_t len,
                                            uint64_t now) noexcept {
+  if (cm_ != nullptr && frame_dest_qpn(f, len) == kGsiQpn) {
+    cm_->rx(f, len, now);
+    return port::RxVerdict::kAccepted;
+  }
   if (ho_ != nullptr) {
     const uint32_t o = qpn_owner(frame_dest_qpn(f, len), ho_->workers());
     if (o != 0) {
@@ -129,17 +133,27 @@ unsigned PollLoop<Port>::rx(uint64_t now) noexcept {
     const uint16_t nq = ho_ != nullptr ? 1 : nb_queues_;
     for (uint16_t q = 0; q < nq; ++q)
       work += port_->rx_burst(q, to_engine, now);
-    if (now >= next_timer_) port_->timers(now);
-    // ports[1..]: every queue, into that port's engine.
+    if (now >= next_timer_) {
+      port_->timers(now);
+      if (cm_ != nullptr) cm_->poll(now);
+    }
+    // ports[1..]: every queue, into that port's engine (QP 1 to its CM service).
     for (PortDevice &d : devices_) {
       RoceEngine &e = *d.engine;
-      auto to_port_engine = [&e, now](rte_mbuf *, const uint8_t *f, uint32_t len) noexcept {
-        e.rx(f, len, now);
+      CmService *cm = d.cm;
+      auto to_port_engine = [&e, cm, now](rte_mbuf *, const uint8_t *f, uint32_t len) noexcept {
+        if (cm != nullptr && frame_dest_qpn(f, len) == kGsiQpn)
+          cm->rx(f, len, now);
+        else
+          e.rx(f, len, now);
         return port::RxVerdict::kAccepted;
       };
       for (uint16_t q = 0; q < nb_queues_; ++q)
         work += d.port->rx_burst(q, to_port_engine, now);
-      if (now >= next_timer_) d.port->timers(now);
+      if (now >= next_timer_) {
+        d.port->timers(now);
+        if (cm != nullptr) cm->poll(now);
+      }
     }
   } else {
     // Worker: RoCE frames for its own QPs to its engine, for other workers' QPs to their ring,

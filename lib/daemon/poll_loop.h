@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ctl/server.h"
+#include "daemon/cm_service.h"
 #include "daemon/daemon.h"
 #include "daemon/lcore.h"
 #include "port/eth_port.h"
@@ -91,6 +92,7 @@ struct PortDevice {
   port::EthPort *port = nullptr;
   RoceEngine *engine = nullptr;
   Daemon *daemon = nullptr;  // nullptr until the bridge exists (and again at shutdown)
+  CmService *cm = nullptr;   // QP 1 of the port (nullptr: its frames go to the engine)
 };
 
 // One lcore's loop. Port is port::EthPort on the main lcore (worker 0: ARP / ND, timers, the
@@ -123,6 +125,9 @@ class PollLoop {
 
   // Wiring (before run, or on this lcore's thread).
   void set_daemon(Daemon *d) noexcept { daemon_ = d; }
+  // Main: QP 1 of ports[0] (frames for QP 1 go there instead of the engine; its timers run
+  // with the ARP / ND ones).
+  void set_cm(CmService *c) noexcept { cm_ = c; }
   std::vector<PortDevice> &devices() noexcept { return devices_; }  // main
   // Main: control server i serves daemon i, polled every kServeEveryNs of the loop's clock.
   void set_servers(std::vector<ctl::Server *> servers, std::vector<Daemon *> daemons);
@@ -150,6 +155,7 @@ class PollLoop {
   uint16_t nb_queues_;
   const uint8_t *mac_;
   Daemon *daemon_ = nullptr;
+  CmService *cm_ = nullptr;
   IdlePolicy idle_;
   LaneCounters lc_;
   uint64_t next_timer_ = 0;

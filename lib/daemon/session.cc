@@ -16,7 +16,8 @@ void Daemon::on_connect(ctl::Server &, const ctl::ClientInfo &ci) {
   rebuild_lists();
 }
 
-void Daemon::on_disconnect(ctl::Server &, const ctl::ClientInfo &ci, ctl::CtlError) {
+void Daemon::on_disconnect(ctl::Server &srv, const ctl::ClientInfo &ci, ctl::CtlError why) {
+  if (cm_ != nullptr) cm_->on_disconnect(srv, ci, why);  // its ids and channels (cm_service.h)
   auto it = sessions_.find(ci.id);
   if (it == sessions_.end()) return;
   // Off the doorbell list first: run_on's wait hook runs main's loop during the teardown.

@@ -484,8 +484,8 @@ Config parse(std::string_view text, std::string_view filename,
         d.quota.mrs = parse_uint<uint32_t>(e, 1, 1u << 20);
       } else if (e.key == "quota_mr_bytes") {
         d.quota.mr_bytes = parse_uint<uint64_t>(e, 4096, uint64_t{1} << 46);
-      } else if (e.key == "quota_ctl_outstanding") {  // below net.unix.max_dgram_qlen (10)
-        d.quota.ctl_outstanding = parse_uint<uint32_t>(e, 1, 8);
+      } else if (e.key == "quota_ctl_outstanding") {  // 32 replies fit uroced's socket buffer
+        d.quota.ctl_outstanding = parse_uint<uint32_t>(e, 1, 32);
       } else if (e.key == "quota_event_fds") {
         d.quota.event_fds = parse_uint<uint32_t>(e, 1, 16384);
       }

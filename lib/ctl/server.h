@@ -54,9 +54,10 @@ struct ServerOptions {
   // If set, only peers with this uid (or root) are accepted.
   bool same_uid_only = false;
   // Replies a client may leave unread before the server stops reading its requests (they wait
-  // in the socket; its sends block, or fail with EAGAIN when non-blocking) until it has read
-  // them all. 0: no limit (a client whose replies fill its socket is disconnected). Keep it
-  // below net.unix.max_dgram_qlen (10): beyond, replies can find the socket full.
+  // in the socket; its sends block, or fail with EAGAIN when non-blocking, once its socket
+  // buffer is full) until it has read them all. 0: no limit (a client whose unread replies
+  // fill the server's socket buffer is disconnected). Keep it well below that buffer (~40
+  // replies of the largest size with the default 208 KiB).
   uint32_t max_outstanding = 0;
 };
 

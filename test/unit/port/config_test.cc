@@ -231,8 +231,8 @@ TEST(Config, Quotas) {
   EXPECT_EQ(c.daemon.quota.event_fds, 7u);
   EXPECT_EQ(parse("[daemon]\n", "t.conf", {"daemon.quota_qps=9"}).daemon.quota.qps, 9u);
   expect_error("[daemon]\nquota_qps = 0\n", {"t.conf:2", "'quota_qps'", "out of range [1, 16384]"});
-  expect_error("[daemon]\nquota_ctl_outstanding = 9\n",
-               {"t.conf:2", "'quota_ctl_outstanding'", "out of range [1, 8]"});
+  expect_error("[daemon]\nquota_ctl_outstanding = 33\n",
+               {"t.conf:2", "'quota_ctl_outstanding'", "out of range [1, 32]"});
   expect_error("[daemon]\nquota_mr_bytes = 4095\n",
                {"t.conf:2", "'quota_mr_bytes'", "out of range"});
   expect_error("[daemon]\nquota_mrs = many\n", {"t.conf:2", "'quota_mrs'", "bad number"});

@@ -65,7 +65,7 @@ start() {  # start NAME -> pid in STARTED
   env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/$1.conf" >"$WORK/$1.log" 2>&1 &
   STARTED=$!
   for _ in $(seq 600); do
-    grep -q "uroced: running" "$WORK/$1.log" && return 0
+    grep -qs "uroced: running" "$WORK/$1.log" && return 0
     sleep 0.1
   done
   echo "uroced $1 did not start"; tail "$WORK/$1.log"; exit 1

@@ -101,6 +101,12 @@ void print_config(const config::Config &c) {
   std::printf(" mbufs=%u rx_desc=%u tx_desc=%u pcap=%s idle_sleep_us=%u\n", c.daemon.mbufs,
               c.daemon.rx_desc, c.daemon.tx_desc,
               c.daemon.pcap.empty() ? "(off)" : c.daemon.pcap.c_str(), c.daemon.idle_sleep_us);
+  const config::QuotaConfig &q = c.daemon.quota;
+  std::printf(
+      "quota per app: qps=%u cqs=%u srqs=%u mrs=%u mr_bytes=%llu ctl_outstanding=%u "
+      "event_fds=%u\n",
+      q.qps, q.cqs, q.srqs, q.mrs, static_cast<unsigned long long>(q.mr_bytes), q.ctl_outstanding,
+      q.event_fds);
   for (const config::PortConfig &p : c.ports) {
     std::printf("port %s: device=%s mtu=%u (IB MTU %u) dscp=%u ecn=%s ibdev=%s socket=%s\n",
                 p.name.c_str(), p.device.c_str(), p.mtu, p.ib_mtu(), p.dscp, p.ecn ? "on" : "off",
@@ -110,6 +116,12 @@ void print_config(const config::Config &c) {
     for (const config::Ipv6Prefix &a : p.ipv6)
       std::printf("  ipv6 %s/%u\n", config::format_ipv6(a.addr).c_str(), a.len);
   }
+}
+
+DaemonOptions daemon_options(const config::QuotaConfig &q) {
+  DaemonOptions o;
+  o.quota = Quota{q.qps, q.cqs, q.srqs, q.mrs, q.mr_bytes, q.ctl_outstanding, q.event_fds};
+  return o;
 }
 
 // DCQCN from a port's [cc] (doc/congestion.md): the reaction point and pacer of every QP, and
@@ -317,7 +329,8 @@ int run(int argc, char **argv) {
       loop.set_capture(&pcap, std::move(rings));
     }
     EthPortView view(*ports[0], cfg.ports[0], loop);
-    Daemon daemon(engines, view);
+    const DaemonOptions dopt = daemon_options(cfg.daemon.quota);
+    Daemon daemon(engines, view, dopt);
     // QP 1 and rdma_cm's ids of each port (doc/cm.md): MADs leave through the port's TX batch.
     auto mad_tx = [](port::EthPort *p) {
       return [p](const uint8_t *f, uint32_t len) noexcept {
@@ -377,7 +390,8 @@ int run(int argc, char **argv) {
     std::vector<std::unique_ptr<Daemon>> port_daemons;
     for (size_t i = 1; i < ports.size(); ++i) {
       port_views.push_back(std::make_unique<EthPortView>(*ports[i], cfg.ports[i], loop));
-      port_daemons.push_back(std::make_unique<Daemon>(*port_engines[i - 1], *port_views.back()));
+      port_daemons.push_back(
+          std::make_unique<Daemon>(*port_engines[i - 1], *port_views.back(), dopt));
       cms.push_back(std::make_unique<CmService>(*port_views.back(), mad_tx(ports[i].get()),
                                                 clock_fn, ecfg.seed ^ (0xC0FFEE1234567ull * i)));
       CmService *cm = cms.back().get();
@@ -430,7 +444,9 @@ int run(int argc, char **argv) {
       // The socket's directory (e.g. /run/uroce) is created if missing (one level).
       const std::string dir = path.substr(0, path.rfind('/'));
       if (!dir.empty()) ::mkdir(dir.c_str(), 0755);
-      auto srv = ctl::Server::listen(path.c_str());
+      ctl::ServerOptions so;
+      so.max_outstanding = cfg.daemon.quota.ctl_outstanding;
+      auto srv = ctl::Server::listen(path.c_str(), so);
       if (!srv)
         throw port::PortError("cannot listen on control socket '" + path +
                               "': " + std::strerror(srv.error()));

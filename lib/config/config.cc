@@ -69,9 +69,20 @@ struct KeyInfo {
   bool repeatable;
 };
 constexpr KeyInfo kEalKeys[] = {{"args", true}};
-constexpr KeyInfo kDaemonKeys[] = {{"socket", false},       {"workers", false}, {"mbufs", false},
-                                   {"rx_desc", false},      {"tx_desc", false}, {"pcap", false},
-                                   {"idle_sleep_us", false}};
+constexpr KeyInfo kDaemonKeys[] = {{"socket", false},
+                                   {"workers", false},
+                                   {"mbufs", false},
+                                   {"rx_desc", false},
+                                   {"tx_desc", false},
+                                   {"pcap", false},
+                                   {"idle_sleep_us", false},
+                                   {"quota_qps", false},
+                                   {"quota_cqs", false},
+                                   {"quota_srqs", false},
+                                   {"quota_mrs", false},
+                                   {"quota_mr_bytes", false},
+                                   {"quota_ctl_outstanding", false},
+                                   {"quota_event_fds", false}};
 constexpr KeyInfo kPortKeys[] = {{"device", false},       {"ipv4", true},     {"ipv6", true},
                                  {"mtu", false},          {"dscp", false},    {"ecn", false},
                                  {"ibdev", false},        {"gateway", false}, {"socket", false},
@@ -463,6 +474,20 @@ Config parse(std::string_view text, std::string_view filename,
           fail_key(e, "a nap of " + e.value +
                           " us costs more CPU than it saves: 0 (busy polling) or " +
                           std::to_string(kMinIdleSleepUs) + "..100000");
+      } else if (e.key == "quota_qps") {  // the engine's limits bound them too (uroced.md)
+        d.quota.qps = parse_uint<uint32_t>(e, 1, 16384);
+      } else if (e.key == "quota_cqs") {
+        d.quota.cqs = parse_uint<uint32_t>(e, 1, 16384);
+      } else if (e.key == "quota_srqs") {
+        d.quota.srqs = parse_uint<uint32_t>(e, 0, 16384);
+      } else if (e.key == "quota_mrs") {
+        d.quota.mrs = parse_uint<uint32_t>(e, 1, 1u << 20);
+      } else if (e.key == "quota_mr_bytes") {
+        d.quota.mr_bytes = parse_uint<uint64_t>(e, 4096, uint64_t{1} << 46);
+      } else if (e.key == "quota_ctl_outstanding") {  // 32 replies fit uroced's socket buffer
+        d.quota.ctl_outstanding = parse_uint<uint32_t>(e, 1, 32);
+      } else if (e.key == "quota_event_fds") {
+        d.quota.event_fds = parse_uint<uint32_t>(e, 1, 16384);
       }
     } else {
       auto it = std::find_if(cfg.ports.begin(), cfg.ports.end(),

@@ -65,6 +65,17 @@ struct PortConfig {
   uint32_t ib_mtu() const;     // see ib_mtu_from_eth_mtu
 };
 
+// Per-app limits (the [daemon] quota_* keys; doc/config.md, doc/security.md "Quotas").
+struct QuotaConfig {
+  uint32_t qps = 256;
+  uint32_t cqs = 256;
+  uint32_t srqs = 64;
+  uint32_t mrs = 1024;
+  uint64_t mr_bytes = uint64_t{1} << 36;  // 64 GiB
+  uint32_t ctl_outstanding = 8;
+  uint32_t event_fds = 256;
+};
+
 struct DaemonConfig {
   std::string socket = "/run/uroce/uroced.sock";
   std::vector<unsigned> workers = {0};  // lcore ids
@@ -73,6 +84,7 @@ struct DaemonConfig {
   uint16_t tx_desc = 1024;
   std::string pcap;             // empty: no capture
   uint32_t idle_sleep_us = 20;  // sleep after 1024 empty polls; 0: pure busy polling
+  QuotaConfig quota;
 };
 
 struct Config {

@@ -13,7 +13,8 @@
 // the control path reports errors as -errno in the reply status.
 //
 // Files: daemon.cc construction and worker plumbing; session.cc sessions and teardown;
-// ctl_dispatch.cc the handler table; verbs_*.cc the handlers; path.cc address vectors;
+// ctl_dispatch.cc the handler table; verbs_*.cc the handlers; quota.cc per-app quotas;
+// path.cc address vectors;
 // stats.cc counters; bridge_*.cc the data path; objects.h the objects (private).
 #pragma once
 
@@ -27,6 +28,7 @@
 
 #include "ctl/server.h"
 #include "daemon/lcore.h"
+#include "daemon/quota.h"
 #include "shm/eventfd.h"
 #include "shm/memfd.h"
 #include "transport/core.h"
@@ -63,8 +65,7 @@ class PortView {
 int path_from_ah_attr(PortView &port, const ctl::AhAttrPayload &a, wire::PathInfo *out);
 
 struct DaemonOptions {
-  uint32_t max_qp_per_session = 256;
-  uint32_t max_mr_per_session = 1024;
+  Quota quota;                    // per app session (quota.h)
   uint32_t wqe_budget = 32;       // WQEs taken from one ring per bridge_in pass
   uint32_t doorbell_budget = 64;  // doorbells taken from one session per pass
 };
@@ -107,6 +108,8 @@ class Daemon : public ctl::Handler {
   void on_connect(ctl::Server &, const ctl::ClientInfo &) override;
   void on_message(ctl::Server &, const ctl::ClientInfo &, ctl::Message &) override;
   void on_disconnect(ctl::Server &, const ctl::ClientInfo &, ctl::CtlError) override;
+  // The server stopped reading an app over its quota of unread replies (quota.cc).
+  void on_throttle(ctl::Server &, const ctl::ClientInfo &) override;
 
   // ---- data path: called by worker w's thread only (w == 0: the main lcore) ----
   // Doorbells -> rung rings -> engine. Returns the number of WQEs handled (on worker 0 plus
@@ -197,6 +200,9 @@ class Daemon : public ctl::Handler {
   void destroy_session(Session &s);
   void rebuild_lists();
 
+  // ---- quota.cc: 0, or -ENOMEM (counted) when `more` of kind k would exceed s's quota ----
+  int check_quota(Session &s, QuotaKind k, uint64_t more = 1) noexcept;
+
   // ---- path.cc, stats.cc ----
   int path_from_ah(const ctl::AhAttrPayload &a, wire::PathInfo *out);
   void snapshot_stats();
@@ -242,6 +248,7 @@ class Daemon : public ctl::Handler {
   ctl::Handler *cm_ = nullptr;
   std::vector<ctl::StatEntry> stats_;  // snapshot served page by page
   uint32_t stats_gen_ = 0;
+  uint64_t quota_refused_[kQuotaKinds] = {};  // per QuotaKind
 };
 
 }  // namespace uroce::daemon

@@ -22,7 +22,6 @@ using transport::WrOpcode;
 
 inline constexpr uint32_t kSrqDoorbellBit = 0x80000000u;  // Doorbell.qpn of an SRQ: bit | handle
 inline constexpr uint32_t kCqBurst = 32;
-inline constexpr uint32_t kMaxSrqPerSession = 64;
 
 inline uint32_t pow2_at_least(uint32_t v) noexcept {
   uint32_t p = 2;
@@ -103,6 +102,8 @@ struct Daemon::Session {
   ctl::AsyncEventEntry async_q[ctl::kMaxAsyncEvents] = {};
   uint32_t async_n = 0;
   uint32_t async_lost = 0;
+  uint64_t mr_bytes = 0;       // pages mapped for its MRs (quota)
+  uint64_t quota_refused = 0;  // requests refused over quota, throttles included
 };
 
 // An engine async event on its way from a worker to main.

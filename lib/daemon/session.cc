@@ -54,7 +54,7 @@ void Daemon::rebuild_lists() {
 
 int Daemon::do_open_context(Session &s, ctl::Message &, Reply &r) {
   if (!s.has_db) {
-    const uint32_t slots = pow2_at_least(2 * (opt_.max_qp_per_session + kMaxSrqPerSession));
+    const uint32_t slots = pow2_at_least(2 * (opt_.quota.qps + opt_.quota.srqs));
     const int rc = make_ring("uroce-doorbell", abi::RingKind::kDoorbell, 0, sizeof(abi::Doorbell),
                              slots, &s.db_mem);
     if (rc) return rc;
@@ -68,7 +68,7 @@ int Daemon::do_open_context(Session &s, ctl::Message &, Reply &r) {
   }
   ctl::OpenContextReply rep{};
   rep.doorbell = s.db_mem.geo;
-  rep.max_qp_per_session = opt_.max_qp_per_session;
+  rep.max_qp_per_session = opt_.quota.qps;
   r.set(rep);
   r.fd(s.db_mem.mem.memfd.fd());
   r.fd(s.async_ev.fd());

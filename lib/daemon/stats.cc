@@ -63,6 +63,9 @@ void Daemon::snapshot_stats() {
   add_stat(v, "bridge.async_unrouted", ctr.async_unrouted);
   add_stat(v, "bridge.async_lost", ctr.async_lost);
   add_stat(v, "bridge.doorbells_forwarded", ctr.doorbells_forwarded);
+  for (size_t i = 0; i < kQuotaKinds; ++i)
+    add_stat(v, std::string("quota.refused.") + quota_name(static_cast<QuotaKind>(i)),
+             quota_refused_[i]);
   // Every engine's counters, each copied on its own worker.
   transport::EngineCounters e;
   uint64_t active = 0;
@@ -112,6 +115,8 @@ void Daemon::snapshot_stats() {
     add_stat(v, pre + "qps", s.qps.size());
     add_stat(v, pre + "mrs", s.mrs.size());
     add_stat(v, pre + "cqs", s.cqs.size());
+    add_stat(v, pre + "mr_bytes", s.mr_bytes);
+    add_stat(v, pre + "quota_refused", s.quota_refused);
     for (auto &qkv : s.qps) {
       const uint32_t qpn = qkv.first;
       const unsigned ow = qkv.second->worker;

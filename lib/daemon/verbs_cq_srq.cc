@@ -12,6 +12,7 @@ int Daemon::do_create_cq(Session &s, ctl::Message &m, Reply &r) {
   if (!m.payload_as(&p) || p.cqe == 0 || p.cqe > cfg0_.max_cqe) return -EINVAL;
   const uint32_t depth = pow2_at_least(p.cqe);
   if (depth > cfg0_.max_cqe) return -EINVAL;
+  if (const int q = check_quota(s, QuotaKind::kCqs)) return q;
   auto c = std::make_unique<Cq>();
   int rc = make_ring("uroce-cq", abi::RingKind::kCompletion, 0, sizeof(abi::Cqe), depth, &c->mem);
   if (rc) return rc;
@@ -67,7 +68,7 @@ int Daemon::do_create_srq(Session &s, ctl::Message &m, Reply &r) {
   if (!m.payload_as(&p) || !s.has_db || !s.pds.count(p.pd)) return -EINVAL;
   if (p.max_wr == 0 || p.max_wr > transport::kMaxWr || p.max_sge == 0 || p.max_sge > 31)
     return -EINVAL;
-  if (s.srqs.size() >= kMaxSrqPerSession) return -ENOMEM;
+  if (const int q = check_quota(s, QuotaKind::kSrqs)) return q;
   const uint32_t slot = abi::recv_slot_size(p.max_sge);
   const uint32_t slots = pow2_at_least(p.max_wr);
   auto q = std::make_unique<Srq>();

@@ -35,7 +35,9 @@ int Daemon::do_reg_mr(Session &s, ctl::Message &m, Reply &r) {
   if (p.length == 0 || p.offset > (uint64_t{1} << 57) || p.length > (uint64_t{1} << 40) ||
       p.app_va + p.length < p.app_va)
     return -EINVAL;
-  if (s.mrs.size() >= opt_.max_mr_per_session) return -ENOMEM;
+  const uint64_t pages =
+      shm::round_up_page(p.offset + p.length) - (p.offset & ~uint64_t{shm::kPageSize - 1});
+  if (const int q = check_quota(s, QuotaKind::kMrBytes, pages)) return q;
   // Sealed against shrinking, or the app could truncate it under our mapping (SIGBUS).
   auto fd = shm::Memfd::adopt(std::move(m.fds[0]), p.offset + p.length);
   if (!fd) return -fd.error();
@@ -60,6 +62,7 @@ int Daemon::do_reg_mr(Session &s, ctl::Message &m, Reply &r) {
       [](transport::EngineCore &e, uint32_t h) { e.dereg_mr(h); });
   if (key == 0) return rc ? -rc : -EIO;
   lkey = rkey = key;
+  s.mr_bytes += map->size();
   s.mrs[lkey] = std::move(map.value());
   r.set(ctl::RegMrReply{lkey, rkey});
   return 0;
@@ -75,6 +78,7 @@ int Daemon::do_dereg_mr(Session &s, ctl::Message &m, Reply &) {
   if (rc) return -rc;
   for (unsigned w = 1; w < w_.size(); ++w)
     run_on(w, [&] { w_[w]->eng->dereg_mr(h.handle); });
+  s.mr_bytes -= it->second.size();
   s.mrs.erase(it);
   return 0;
 }

@@ -69,9 +69,11 @@ struct KeyInfo {
   bool repeatable;
 };
 constexpr KeyInfo kEalKeys[] = {{"args", true}};
-constexpr KeyInfo kDaemonKeys[] = {{"socket", false},       {"workers", false}, {"mbufs", false},
-                                   {"rx_desc", false},      {"tx_desc", false}, {"pcap", false},
-                                   {"idle_sleep_us", false}};
+constexpr KeyInfo kDaemonKeys[] = {
+    {"socket", false},           {"workers", false}, {"mbufs", false},
+    {"rx_desc", false},          {"tx_desc", false}, {"pcap", false},
+    {"idle_sleep_us", false},    {"poll", false},    {"idle_threshold_us", false},
+    {"idle_max_sleep_us", false}};
 constexpr KeyInfo kPortKeys[] = {{"device", false},       {"ipv4", true},     {"ipv6", true},
                                  {"mtu", false},          {"dscp", false},    {"ecn", false},
                                  {"ibdev", false},        {"gateway", false}, {"socket", false},
@@ -463,6 +465,17 @@ Config parse(std::string_view text, std::string_view filename,
           fail_key(e, "a nap of " + e.value +
                           " us costs more CPU than it saves: 0 (busy polling) or " +
                           std::to_string(kMinIdleSleepUs) + "..100000");
+      } else if (e.key == "poll") {
+        if (e.value == "adaptive")
+          d.poll = PollMode::kAdaptive;
+        else if (e.value == "busy")
+          d.poll = PollMode::kBusy;
+        else
+          fail_key(e, "bad value '" + e.value + "' (expected adaptive or busy)");
+      } else if (e.key == "idle_threshold_us") {
+        d.idle_threshold_us = parse_uint<uint32_t>(e, 0, 1000000);
+      } else if (e.key == "idle_max_sleep_us") {
+        d.idle_max_sleep_us = parse_uint<uint32_t>(e, kMinIdleSleepUs, 1000000);
       }
     } else {
       auto it = std::find_if(cfg.ports.begin(), cfg.ports.end(),

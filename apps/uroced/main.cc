@@ -51,11 +51,15 @@ constexpr int kExitUsage = 2;    // bad command line or configuration
 constexpr int kExitEnv = 3;      // refused to start: foreign libibverbs in reach
 
 constexpr const char *kDefaultConfig = "/etc/uroce/uroced.conf";
+// Main's longest sleep: its ARP / ND timers (1 s probes, 30 s ages) run at least this often.
+constexpr uint64_t kMainMaxSleepNs = 50'000'000;
 
 std::atomic<bool> g_stop{false};
+std::atomic<Sleeper *> g_main_sleeper{nullptr};  // woken by the signal (it may sleep)
 
 extern "C" void on_signal(int) {
   g_stop.store(true, std::memory_order_relaxed);
+  if (Sleeper *s = g_main_sleeper.load(std::memory_order_relaxed)) s->signal();
 }
 
 void usage(FILE *f) {
@@ -98,9 +102,13 @@ void print_config(const config::Config &c) {
   std::printf("\ndaemon: socket=%s workers=", c.daemon.socket.c_str());
   for (size_t i = 0; i < c.daemon.workers.size(); ++i)
     std::printf("%s%u", i ? "," : "", c.daemon.workers[i]);
-  std::printf(" mbufs=%u rx_desc=%u tx_desc=%u pcap=%s idle_sleep_us=%u\n", c.daemon.mbufs,
-              c.daemon.rx_desc, c.daemon.tx_desc,
-              c.daemon.pcap.empty() ? "(off)" : c.daemon.pcap.c_str(), c.daemon.idle_sleep_us);
+  std::printf(
+      " mbufs=%u rx_desc=%u tx_desc=%u pcap=%s poll=%s idle_threshold_us=%u idle_sleep_us=%u "
+      "idle_max_sleep_us=%u\n",
+      c.daemon.mbufs, c.daemon.rx_desc, c.daemon.tx_desc,
+      c.daemon.pcap.empty() ? "(off)" : c.daemon.pcap.c_str(),
+      c.daemon.poll == config::PollMode::kBusy ? "busy" : "adaptive", c.daemon.idle_threshold_us,
+      c.daemon.idle_sleep_us, c.daemon.idle_max_sleep_us);
   const config::QuotaConfig &q = c.daemon.quota;
   std::printf(
       "quota per app: qps=%u cqs=%u srqs=%u mrs=%u mr_bytes=%llu ctl_outstanding=%u "
@@ -140,6 +148,32 @@ void apply_cc(const config::CcConfig &cc, transport::EngineConfig *e) {
   e->cnp_interval_ns = uint64_t{cc.dcqcn.min_time_between_cnps} * 1000;
   e->cnp_dscp = cc.dcqcn.cnp_dscp;
   e->cnp_pcp = static_cast<int8_t>(cc.dcqcn.cnp_802p_prio);
+}
+
+// The idle policy from [daemon] (doc/config.md): adaptive unless poll = busy or
+// idle_sleep_us = 0 (the older spelling of busy polling).
+IdleParams idle_params(const config::DaemonConfig &d) {
+  IdleParams p;
+  p.adaptive = d.poll == config::PollMode::kAdaptive && d.idle_sleep_us != 0;
+  p.threshold_ns = uint64_t{d.idle_threshold_us} * 1000;
+  p.nap_min_ns = uint64_t{d.idle_sleep_us} * 1000;
+  p.nap_max_ns = std::max(p.nap_min_ns, uint64_t{d.idle_max_sleep_us} * 1000);
+  return p;
+}
+
+// Counters of one lcore's sleeps (uroce-stat: worker.W.sleeps, worker.W.wake.SOURCE, ...).
+void add_idle_stats(unsigned w, const IdleCounters &c, std::vector<ctl::StatEntry> &v) {
+  auto add = [&](const std::string &what, uint64_t value) {
+    ctl::StatEntry e{};
+    std::snprintf(e.name, sizeof e.name, "worker.%u.%s", w, what.c_str());
+    e.value = value;
+    v.push_back(e);
+  };
+  add("sleeps", c.sleeps);
+  add("naps", c.naps);
+  add("sleeps_aborted", c.aborted);
+  for (unsigned i = 0; i < static_cast<unsigned>(WakeSource::kCount); ++i)
+    add(std::string("wake_") + kWakeSourceNames[i], c.wakeups[i]);
 }
 
 // Capture ring of each worker >= 1 (only with daemon.pcap): about 16 000 frames of 1 KiB, the
@@ -210,7 +244,8 @@ int run(int argc, char **argv) {
   // arrives while it sleeps. Linux lets a nanosleep overrun by the thread's timer slack, 50 us
   // by default, which would double a 50 us nap and swamp a shorter one: 1 us instead. Set
   // before the EAL starts the lcore threads, which inherit it.
-  if (cfg.daemon.idle_sleep_us != 0 && prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) != 0)
+  const IdleParams idle = idle_params(cfg.daemon);
+  if (idle.adaptive && prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) != 0)
     std::fprintf(stderr, "uroced: warning: PR_SET_TIMERSLACK: %s (idle naps may overrun)\n",
                  std::strerror(errno));
   try {
@@ -312,13 +347,24 @@ int run(int argc, char **argv) {
     }
     std::unique_ptr<HandOff> handoff;
     if (nw > 1) handoff = std::make_unique<HandOff>(nw, 1024);
+    // One Sleeper per lcore (doc/uroced.md, Sleeping when idle); none in busy mode.
+    std::vector<std::unique_ptr<Sleeper>> sleeper_objs;
+    std::vector<Sleeper *> sleepers;
+    if (idle.adaptive)
+      for (unsigned w = 0; w < nw; ++w) {
+        sleeper_objs.push_back(std::make_unique<Sleeper>());
+        sleepers.push_back(sleeper_objs.back().get());
+      }
     MainLoop::Config mc;
     mc.port = ports[0].get();
     mc.engine = engine.get();
     mc.clock = &clock;
     mc.ho = handoff.get();
     mc.nb_queues = nb_queues;
-    mc.idle_sleep_us = cfg.daemon.idle_sleep_us;
+    mc.sleeper = sleepers.empty() ? nullptr : sleepers[0];
+    mc.sleepers = &sleepers;
+    mc.idle = idle;
+    mc.idle.max_sleep_ns = kMainMaxSleepNs;
     MainLoop loop(mc);
     for (size_t i = 1; i < ports.size(); ++i)
       loop.devices().push_back(PortDevice{ports[i].get(), port_engines[i - 1].get(), nullptr});
@@ -351,6 +397,7 @@ int run(int argc, char **argv) {
                                               ecfg.seed ^ 0xC0FFEE1234567ull));
     daemon.set_cm(cms[0].get());
     loop.set_cm(cms[0].get());
+    daemon.set_sleepers(sleepers);
     // While the control thread waits for a worker to run a command, main's loop goes on.
     daemon.set_wait_hook([&loop] {
       if (loop.step() == 0) {
@@ -363,6 +410,14 @@ int run(int argc, char **argv) {
       for (auto &p : ports)
         add_port_stats(*p, v);
       cms[0]->add_stats(v);
+      if (const IdleCounters *ic = loop.idle_counters()) add_idle_stats(0, *ic, v);
+      for (auto &w : wloops) {
+        IdleCounters c;
+        WorkerLoop &l = *w->loop;
+        if (l.idle_counters() == nullptr) continue;
+        daemon.run_on(l.id(), [&] { c = *l.idle_counters(); });
+        add_idle_stats(l.id(), c, v);
+      }
       if (wloops.empty()) return;
       const port::PortCounters &pc = ports[0]->counters();
       add_lane_stats(0, loop.lane_counters(),
@@ -396,6 +451,7 @@ int run(int argc, char **argv) {
                                                 clock_fn, ecfg.seed ^ (0xC0FFEE1234567ull * i)));
       CmService *cm = cms.back().get();
       port_daemons.back()->set_cm(cm);
+      if (!sleepers.empty()) port_daemons.back()->set_sleepers({sleepers[0]});
       port_daemons.back()->set_stats_hook([&ports, cm](std::vector<ctl::StatEntry> &v) {
         for (auto &p : ports)
           add_port_stats(*p, v);
@@ -423,10 +479,15 @@ int run(int argc, char **argv) {
       wc.clock = &clock;
       wc.ho = handoff.get();
       wc.mac = ports[0]->mac();
-      wc.idle_sleep_us = cfg.daemon.idle_sleep_us;
+      wc.sleeper = sleepers.empty() ? nullptr : sleepers[w];
+      wc.sleepers = &sleepers;
+      wc.idle = idle;
       auto wl = std::make_unique<WorkerLane>();
       wl->loop = std::make_unique<WorkerLoop>(wc);
       wl->loop->set_daemon(&daemon);
+      if (const unsigned n = wl->loop->watch_sources(); n != 0 && idle.adaptive)
+        std::printf("uroced: worker %u: %u RX queue(s) without interrupts: idle naps of %u-%u us\n",
+                    w, n, cfg.daemon.idle_sleep_us, cfg.daemon.idle_max_sleep_us);
       wloops.push_back(std::move(wl));
       if (rte_eal_remote_launch(worker_lcore_main, wloops.back().get(), worker_lcores[w - 1]) != 0)
         throw port::PortError("cannot launch worker " + std::to_string(w) + " on lcore " +
@@ -471,7 +532,13 @@ int run(int argc, char **argv) {
     std::printf(")\n");
 
     loop.set_servers(server_ptrs, daemon_ptrs);
+    if (const unsigned n = loop.watch_sources(); n != 0 && idle.adaptive)
+      std::printf("uroced: main: %u RX queue(s) without interrupts: idle naps of %u-%u us\n", n,
+                  cfg.daemon.idle_sleep_us, cfg.daemon.idle_max_sleep_us);
+    std::printf("uroced: poll %s\n", idle.adaptive ? "adaptive (sleeps when idle)" : "busy");
+    g_main_sleeper.store(sleepers.empty() ? nullptr : sleepers[0]);
     loop.run(g_stop);
+    g_main_sleeper.store(nullptr);
 
     std::printf("uroced: stopping\n");
     // Tell every app the daemon is going away (its next call fails with ECONNRESET), then

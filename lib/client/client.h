@@ -188,6 +188,7 @@ class Context {
   std::unique_ptr<ctl::Message> msg_ = std::make_unique<ctl::Message>();
   shm::Mapping db_map_;
   shm::RingProducer db_;
+  shm::EventFd db_ev_;  // the daemon's doorbell eventfd (absent from older daemons)
   shm::EventFd async_ev_;
   int timeout_ms_ = kDefaultTimeoutMs;
 };

@@ -76,6 +76,9 @@ constexpr KeyInfo kDaemonKeys[] = {{"socket", false},
                                    {"tx_desc", false},
                                    {"pcap", false},
                                    {"idle_sleep_us", false},
+                                   {"poll", false},
+                                   {"idle_threshold_us", false},
+                                   {"idle_max_sleep_us", false},
                                    {"quota_qps", false},
                                    {"quota_cqs", false},
                                    {"quota_srqs", false},
@@ -488,6 +491,17 @@ Config parse(std::string_view text, std::string_view filename,
         d.quota.ctl_outstanding = parse_uint<uint32_t>(e, 1, 32);
       } else if (e.key == "quota_event_fds") {
         d.quota.event_fds = parse_uint<uint32_t>(e, 1, 16384);
+      } else if (e.key == "poll") {
+        if (e.value == "adaptive")
+          d.poll = PollMode::kAdaptive;
+        else if (e.value == "busy")
+          d.poll = PollMode::kBusy;
+        else
+          fail_key(e, "bad value '" + e.value + "' (expected adaptive or busy)");
+      } else if (e.key == "idle_threshold_us") {
+        d.idle_threshold_us = parse_uint<uint32_t>(e, 0, 1000000);
+      } else if (e.key == "idle_max_sleep_us") {
+        d.idle_max_sleep_us = parse_uint<uint32_t>(e, kMinIdleSleepUs, 1000000);
       }
     } else {
       auto it = std::find_if(cfg.ports.begin(), cfg.ports.end(),

@@ -11,6 +11,7 @@ namespace uroce::daemon {
 // "Doorbells").
 void Daemon::main_doorbells() noexcept {
   Worker &W0 = *w_[0];
+  uint64_t woke = 0;  // workers to ring once the pass is done (one fence each, not one per push)
   for (Session *s : live_sessions_) {
     if (!s->has_db) continue;
     abi::Doorbell db[64];
@@ -41,9 +42,10 @@ void Daemon::main_doorbells() noexcept {
         if (q->worker == 0) {
           activate_srq(W0, *q);
         } else if ((q->db_pending.fetch_or(1, std::memory_order_acq_rel) & 1) == 0) {
-          if (w_[q->worker]->db_in->push(d))
+          if (w_[q->worker]->db_in->push(d)) {
             ++mctr_.doorbells_forwarded;
-          else
+            woke |= uint64_t{1} << q->worker;
+          } else
             ++mctr_.bad_doorbells;  // cannot happen (sized for it); counted, never silent
         }
         continue;
@@ -65,13 +67,24 @@ void Daemon::main_doorbells() noexcept {
       }
       const uint8_t bit = d.kind == abi::kDoorbellSq ? 1 : 2;
       if ((q->db_pending.fetch_or(bit, std::memory_order_acq_rel) & bit) == 0) {
-        if (w_[q->worker]->db_in->push(d))
+        if (w_[q->worker]->db_in->push(d)) {
           ++mctr_.doorbells_forwarded;
-        else
+          woke |= uint64_t{1} << q->worker;
+        } else {
           ++mctr_.bad_doorbells;
+        }
       }
     }
   }
+  // A worker that sleeps is woken after the pushes (Sleeper::ring: fence, then its flag).
+  for (unsigned w = 1; woke != 0 && w < sleepers_.size(); ++w)
+    if ((woke >> w) & 1) sleepers_[w]->ring();
+}
+
+bool Daemon::pending(unsigned w) const noexcept {
+  const Worker &W = *w_[w];
+  return W.act_head != nullptr || W.srq_act_head != nullptr || W.eng->dirty_cq_count() != 0 ||
+         W.eng->active_qps() != 0;
 }
 
 uint32_t Daemon::bridge_in(unsigned w) noexcept {

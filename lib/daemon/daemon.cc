@@ -60,14 +60,20 @@ void Daemon::run_on(unsigned w, const std::function<void()> &f) {
     return;
   }
   const std::function<void()> &fn = f;
-  w_[w]->cmd->call(fn, [this] {
-    if (wait_hook_) {
-      wait_hook_();
-    } else {
-      const timespec nap{0, 20'000};
-      nanosleep(&nap, nullptr);
-    }
-  });
+  Sleeper *wake = w < sleepers_.size() ? sleepers_[w] : nullptr;
+  w_[w]->cmd->call(
+      fn,
+      [wake] {
+        if (wake) wake->ring();
+      },
+      [this] {
+        if (wait_hook_) {
+          wait_hook_();
+        } else {
+          const timespec nap{0, 20'000};
+          nanosleep(&nap, nullptr);
+        }
+      });
 }
 
 unsigned Daemon::serve_commands(unsigned w) noexcept {

@@ -29,6 +29,7 @@
 #include "ctl/server.h"
 #include "daemon/lcore.h"
 #include "daemon/quota.h"
+#include "daemon/sleeper.h"
 #include "shm/eventfd.h"
 #include "shm/memfd.h"
 #include "transport/core.h"
@@ -143,6 +144,18 @@ class Daemon : public ctl::Handler {
   // Tears every session down (daemon shutdown; the workers must still be running).
   void close_all();
 
+  // ---- sleeping lcores (doc/uroced.md, Sleeping when idle) ----
+  // sleepers[w]: worker w's Sleeper, which the daemon rings after pushing to w's rings
+  // (forwarded doorbells, commands; main's for async events) and in which main's watches every
+  // session's doorbell eventfd. Set before the first session; empty: no lcore sleeps.
+  void set_sleepers(std::vector<Sleeper *> s) { sleepers_ = std::move(s); }
+  // Worker w: whether its bridge or engine has work it will do without a new event (active
+  // QPs / SRQs, CQs waiting for room in the app's ring, engine QPs that can send).
+  bool pending(unsigned w) const noexcept;
+  // Main: sets / clears the asleep flag of every session's doorbell ring (the app writes the
+  // session's doorbell eventfd after a push that finds it set).
+  void arm_doorbells(bool asleep) noexcept;
+
   struct Session;
   struct Cq;
   struct Qp;
@@ -243,6 +256,7 @@ class Daemon : public ctl::Handler {
   std::vector<Srq *> srq_by_handle_;
   std::vector<Cq *> cq_by_handle_;
   std::vector<Session *> live_sessions_;  // rebuilt on connect / disconnect
+  std::vector<Sleeper *> sleepers_;
   std::function<void()> wait_hook_;
   StatsHook stats_hook_;
   ctl::Handler *cm_ = nullptr;

@@ -90,7 +90,9 @@ struct Daemon::Session {
   RingMem db_mem;
   shm::RingConsumer db;  // main
   bool has_db = false;
-  bool db_broken = false;  // its doorbell ring's index was impossible: DEVICE_FATAL sent
+  shm::EventFd db_ev;       // written by the app when `db` says main is asleep
+  bool db_watched = false;  // db_ev is in main's Sleeper
+  bool db_broken = false;   // its doorbell ring's index was impossible: DEVICE_FATAL sent
   std::set<uint32_t> pds, ahs;
   std::map<uint32_t, uint32_t> pd_qps;   // PD -> QPs using it (EBUSY before the engines)
   std::map<uint32_t, shm::Mapping> mrs;  // lkey -> the daemon's mapping of the app's memfd

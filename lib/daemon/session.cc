@@ -64,6 +64,16 @@ int Daemon::do_open_context(Session &s, ctl::Message &, Reply &r) {
     auto ev = shm::EventFd::create();
     if (!ev) return -ev.error();
     s.async_ev = std::move(ev.value());
+    auto dbe = shm::EventFd::create();
+    if (!dbe) return -dbe.error();
+    s.db_ev = std::move(dbe.value());
+    // Edge-triggered, never read: each app write is one wake-up (doc/ipc.md, Sleeping
+    // consumers). The ring's consumer is main (worker 0).
+    if (!sleepers_.empty() && sleepers_[0] != nullptr) {
+      const int wrc = sleepers_[0]->watch(s.db_ev.fd(), WakeSource::kDoorbell, true);
+      if (wrc) return wrc;
+      s.db_watched = true;
+    }
     s.has_db = true;
   }
   ctl::OpenContextReply rep{};
@@ -72,7 +82,13 @@ int Daemon::do_open_context(Session &s, ctl::Message &, Reply &r) {
   r.set(rep);
   r.fd(s.db_mem.mem.memfd.fd());
   r.fd(s.async_ev.fd());
+  r.fd(s.db_ev.fd());
   return 0;
+}
+
+void Daemon::arm_doorbells(bool asleep) noexcept {
+  for (Session *s : live_sessions_)
+    if (s->has_db) s->db.set_asleep(asleep);
 }
 
 int Daemon::do_get_async_events(Session &s, ctl::Message &, Reply &r) {
@@ -142,6 +158,9 @@ void Daemon::destroy_srq_obj(Srq &q) {
 // Everything the app owned, in dependency order. QPs go to ERR first: their queues are flushed
 // and the engine stops answering for them, so peers see the ordinary RC errors (retry exceeded).
 void Daemon::destroy_session(Session &s) {
+  // The app keeps its copy of the eventfd (the same open file): epoll would keep the entry.
+  if (s.db_watched) sleepers_[0]->unwatch(s.db_ev.fd());
+  s.db_watched = false;
   for (auto &kv : s.qps) {
     Qp &q = *kv.second;
     run_on(q.worker, [&] {

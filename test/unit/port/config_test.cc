@@ -211,6 +211,25 @@ TEST(Config, BadNumbers) {
   expect_error("[daemon]\nidle_sleep_us = 5\n",
                {"t.conf:2", "'idle_sleep_us'", "0 (busy polling) or 10"});
   expect_error("[daemon]\nidle_sleep_us = 100001\n", {"t.conf:2", "out of range"});
+  expect_error("[daemon]\npoll = fast\n", {"t.conf:2", "'poll'", "adaptive or busy"});
+  expect_error("[daemon]\nidle_threshold_us = 1000001\n",
+               {"t.conf:2", "'idle_threshold_us'", "out of range"});
+  expect_error("[daemon]\nidle_max_sleep_us = 5\n",
+               {"t.conf:2", "'idle_max_sleep_us'", "out of range [10, 1000000]"});
+}
+
+TEST(Config, PollModes) {
+  const Config d = parse("[port a]\ndevice = net_null0\n", "t.conf");
+  EXPECT_EQ(d.daemon.poll, PollMode::kAdaptive);  // the default: sleep when idle
+  EXPECT_EQ(d.daemon.idle_threshold_us, 100u);
+  EXPECT_EQ(d.daemon.idle_max_sleep_us, 1000u);
+  const Config b = parse(
+      "[daemon]\npoll = busy\nidle_threshold_us = 0\nidle_max_sleep_us = 5000\n"
+      "[port a]\ndevice = net_null0\n",
+      "t.conf");
+  EXPECT_EQ(b.daemon.poll, PollMode::kBusy);
+  EXPECT_EQ(b.daemon.idle_threshold_us, 0u);
+  EXPECT_EQ(b.daemon.idle_max_sleep_us, 5000u);
 }
 
 TEST(Config, Quotas) {

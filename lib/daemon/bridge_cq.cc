@@ -51,7 +51,7 @@ uint32_t Daemon::move_cq(Worker &W, Cq &c) noexcept {
     for (size_t i = 0; i < got; ++i) {
       if (wc[i].qp_num == last_qpn) continue;
       last_qpn = wc[i].qp_num;
-      const uint32_t idx = last_qpn - W.qpn_base;
+      const uint32_t idx = W.eng->qp_slot(last_qpn);
       if (Qp *q = idx < W.qp_by_index.size() ? W.qp_by_index[idx] : nullptr) release_slots(W, *q);
     }
     for (size_t i = 0; i < got; ++i) {

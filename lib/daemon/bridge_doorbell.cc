@@ -109,7 +109,7 @@ uint32_t Daemon::bridge_in(unsigned w) noexcept {
           activate_srq(W, *q);
           continue;
         }
-        const uint32_t idx = d.qpn - W.qpn_base;
+        const uint32_t idx = W.eng->qp_slot(d.qpn);
         Qp *q = idx < W.qp_by_index.size() ? W.qp_by_index[idx] : nullptr;
         if (q == nullptr) {  // destroyed since main forwarded it
           ++ctr_.bad_doorbells;

@@ -108,7 +108,7 @@ void Daemon::on_all(const std::function<void(transport::EngineCore &)> &f) {
 
 Daemon::Qp *Daemon::main_qp(uint32_t qpn) const noexcept {
   const uint32_t w = qpn_owner(qpn, static_cast<uint32_t>(w_.size()));
-  const uint32_t idx = qpn - w_[w]->qpn_base;
+  const uint32_t idx = w_[w]->eng->qp_slot(qpn);
   return idx < qp_main_[w].size() ? qp_main_[w][idx] : nullptr;
 }
 

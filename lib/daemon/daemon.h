@@ -251,7 +251,7 @@ class Daemon : public ctl::Handler {
   std::vector<std::unique_ptr<Worker>> w_;
   std::map<uint64_t, std::unique_ptr<Session>> sessions_;
   // Main's lookup tables (control thread / main lcore only), sized at construction.
-  std::vector<std::vector<Qp *>> qp_main_;  // [worker][qpn - that worker's qpn_base]
+  std::vector<std::vector<Qp *>> qp_main_;  // [worker][that worker's engine's qp_slot(qpn)]
   std::vector<uint32_t> load_;              // QPs per worker
   std::vector<Srq *> srq_by_handle_;
   std::vector<Cq *> cq_by_handle_;

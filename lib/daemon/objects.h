@@ -120,7 +120,7 @@ struct Daemon::Worker {
   unsigned id = 0;
   transport::EngineCore *eng = nullptr;
   uint32_t qpn_base = 0;
-  std::vector<Qp *> qp_by_index;  // qpn - qpn_base
+  std::vector<Qp *> qp_by_index;  // by the engine's qp_slot(qpn)
   std::vector<Srq *> srq_by_handle;
   std::vector<Cq *> cq_by_handle;
   Qp *act_head = nullptr;

@@ -106,7 +106,7 @@ int Daemon::do_get_async_events(Session &s, ctl::Message &, Reply &r) {
 }
 
 void Daemon::destroy_qp_obj(Session &s, Qp &q) {
-  const uint32_t idx = q.qpn - w_[q.worker]->qpn_base;
+  const uint32_t idx = w_[q.worker]->eng->qp_slot(q.qpn);
   qp_main_[q.worker][idx] = nullptr;  // main forwards no more doorbells for it
   run_on(q.worker, [&] {
     Worker &W = *w_[q.worker];

@@ -49,15 +49,21 @@ int Daemon::do_reg_mr(Session &s, ctl::Message &m, Reply &r) {
   uint8_t *host = reinterpret_cast<uint8_t *>(map->data()) + (p.offset - start);
   uint32_t lkey = 0, rkey = 0;
   int rc = 0;
+  // The first engine draws the key (random, doc/security.md); the others register the region
+  // under that key, so every worker finds it by the same lkey / rkey.
+  uint32_t minted = 0;
   const uint32_t key = replicate(
       [&](transport::EngineCore &e) -> uint32_t {
         uint32_t l = 0, k = 0;
-        const int e_rc = e.reg_mr(p.pd, host, p.app_va, p.length, p.access, &l, &k);
+        const int e_rc = minted
+                             ? e.reg_mr_with_key(minted, p.pd, host, p.app_va, p.length, p.access)
+                             : e.reg_mr(p.pd, host, p.app_va, p.length, p.access, &l, &k);
         if (e_rc) {
           rc = e_rc;
           return 0;
         }
-        return l;
+        if (!minted) minted = l;
+        return minted;
       },
       [](transport::EngineCore &e, uint32_t h) { e.dereg_mr(h); });
   if (key == 0) return rc ? -rc : -EIO;

@@ -80,7 +80,7 @@ int Daemon::do_create_qp(Session &s, ctl::Message &m, Reply &r) {
     qpn = W.eng->create_qp(init);
     if (qpn == 0) return;
     q->qpn = qpn;
-    W.qp_by_index[qpn - W.qpn_base] = q.get();
+    W.qp_by_index[W.eng->qp_slot(qpn)] = q.get();
     W.cq_by_handle[scq->handle] = scq;
     W.cq_by_handle[rcq->handle] = rcq;
     if (srq && srq->worker == kUnbound) {
@@ -110,7 +110,7 @@ int Daemon::do_create_qp(Session &s, ctl::Message &m, Reply &r) {
   r.set(rep);
   r.fd(q->sq_mem.mem.memfd.fd());
   if (q->has_rq) r.fd(q->rq_mem.mem.memfd.fd());
-  qp_main_[w][qpn - w_[w]->qpn_base] = q.get();
+  qp_main_[w][w_[w]->eng->qp_slot(qpn)] = q.get();
   s.qps[qpn] = std::move(q);
   return 0;
 }

@@ -37,6 +37,7 @@
 #include "transport/engine.h"
 #include "uroce_version.h"
 #include "util/capture_ring.h"
+#include "util/csprng.h"
 #include "util/pcap_writer.h"
 
 namespace uroce::daemon {
@@ -387,9 +388,12 @@ int run(int argc, char **argv) {
       };
     };
     auto clock_fn = [&clock] { return clock.now_ns(); };
+    // Each CM draws its communication ids from its own key (getrandom): not guessable across
+    // restarts or ports (doc/security.md).
+    util::Csprng cm_seeds;
     std::vector<std::unique_ptr<CmService>> cms;
-    cms.push_back(std::make_unique<CmService>(view, mad_tx(ports[0].get()), clock_fn,
-                                              ecfg.seed ^ 0xC0FFEE1234567ull));
+    cms.push_back(
+        std::make_unique<CmService>(view, mad_tx(ports[0].get()), clock_fn, cm_seeds.next_u64()));
     daemon.set_cm(cms[0].get());
     loop.set_cm(cms[0].get());
     daemon.set_sleepers(sleepers);
@@ -443,7 +447,7 @@ int run(int argc, char **argv) {
       port_daemons.push_back(
           std::make_unique<Daemon>(*port_engines[i - 1], *port_views.back(), dopt));
       cms.push_back(std::make_unique<CmService>(*port_views.back(), mad_tx(ports[i].get()),
-                                                clock_fn, ecfg.seed ^ (0xC0FFEE1234567ull * i)));
+                                                clock_fn, cm_seeds.next_u64()));
       CmService *cm = cms.back().get();
       port_daemons.back()->set_cm(cm);
       if (!sleepers.empty()) port_daemons.back()->set_sleepers({sleepers[0]});

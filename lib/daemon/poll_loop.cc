@@ -325,8 +325,8 @@ uint64_t PollLoop<Port>::deadline(bool *nap) noexcept {
   // A TX backlog on a link that is down waits for the link (memif without a peer keeps the
   // start-up announcements): no nap for it.
   uint64_t dl = engine_->next_timer_ns();
-  bool n = engine_->active_qps() != 0 ||
-           (port_->tx_pending() != 0 && port::link_up(port_->port_id()));
+  bool n =
+      engine_->active_qps() != 0 || (port_->tx_pending() != 0 && port::link_up(port_->port_id()));
   if (daemon_ != nullptr && daemon_->pending(id_)) n = true;
   for (PortDevice &d : devices_) {
     const uint64_t t = d.engine->next_timer_ns();

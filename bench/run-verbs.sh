@@ -6,6 +6,7 @@
 # ib_write_lat <= 1/5 of the TCP ping-pong latency").
 #
 #   bench/run-verbs.sh [--builddir DIR] [--seconds N] [--lat-iters N] [--nice N] [--idle-sleep US]
+#                      [--poll adaptive|busy] [--skip-raw]
 #
 # In one run, in this order:
 #   1. raw memif baseline: uroce-rawpkt --role tx / --role rx (64-byte L2 frames, the same EAL
@@ -15,7 +16,8 @@
 #   3. uroced A and B on memif, and the UNMODIFIED perftest tools over the shim
 #      (LD_LIBRARY_PATH=build/drivers/verbs), server on B, client on A, -d DEV -x 1:
 #      ib_write_bw -s 64 -D N, ib_send_bw -s 64 -D N (message rate), ib_write_bw -s 65536 -D N,
-#      ib_send_bw -s 65536 -D N (bandwidth), ib_write_lat -s 8 -n ITERS (latency); and
+#      ib_send_bw -s 65536 -D N (bandwidth), ib_write_lat -s 8 -n ITERS and ib_send_lat -s 8
+#      -n ITERS (latency); and
 #      uroce-perf write_lat -s 8 (lib/client, no shim) on the same daemons for comparison.
 # Prints every tool's result row, then one summary table with the PASS/MISS verdict of the
 # latency goal (t_typical of ib_write_lat against the TCP median, both one-way).
@@ -29,6 +31,8 @@ SECS=5
 LAT_ITERS=5000
 NICE=0
 IDLE=50
+POLL=adaptive
+SKIP_RAW=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --builddir) BUILD=$(cd "$2" && pwd); shift ;;
@@ -36,7 +40,9 @@ while [ $# -gt 0 ]; do
     --lat-iters) LAT_ITERS=$2; shift ;;
     --nice) NICE=$2; shift ;;
     --idle-sleep) IDLE=$2; shift ;;
-    -h|--help) sed -n '3,24p' "$0"; exit 0 ;;
+    --poll) POLL=$2; shift ;;
+    --skip-raw) SKIP_RAW=1 ;;
+    -h|--help) sed -n '3,26p' "$0"; exit 0 ;;
     *) echo "run-verbs.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -49,7 +55,7 @@ SHIM=$BUILD/drivers/verbs
 for b in "$UROCED" "$RAW" "$PERF" "$TCP" "$SHIM/libibverbs.so.1"; do
   [ -e "$b" ] || { echo "run-verbs.sh: $b is not built (ninja -C $BUILD)" >&2; exit 1; }
 done
-for t in ib_write_bw ib_send_bw ib_write_lat ss; do
+for t in ib_write_bw ib_send_bw ib_write_lat ib_send_lat ss; do
   command -v $t >/dev/null || { echo "run-verbs.sh: '$t' not found (scripts/install-deps.sh)" >&2; exit 1; }
 done
 [ "$(id -u)" = 0 ] || { echo "run-verbs.sh: needs root (DPDK, memif sockets)" >&2; exit 1; }
@@ -78,6 +84,7 @@ socket = $WORK/$1.sock
 workers = $3
 mbufs = 8191
 idle_sleep_us = $IDLE
+poll = $POLL
 [port p0]
 device = net_memif0,role=$2,socket=$WORK/memif.sock,id=0
 ipv4 = $4/24
@@ -105,9 +112,11 @@ on() {  # on NAME CMD...: an app on the shim, on daemon NAME
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; $(uname -r); load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "commit: $(git -C "$here" rev-parse --short HEAD 2>/dev/null)$(git -C "$here" diff --quiet 2>/dev/null || echo '+dirty')"
-echo "perftest $(dpkg-query -W -f='${Version}' perftest 2>/dev/null), apps niced $NICE, daemon idle_sleep_us $IDLE"
+echo "perftest $(dpkg-query -W -f='${Version}' perftest 2>/dev/null), apps niced $NICE, daemon idle_sleep_us $IDLE, poll $POLL"
 
 # --- 1. raw memif baseline (64 B frames)
+raw_pps=0
+if [ "$SKIP_RAW" = 0 ]; then
 "$RAW" -c "$WORK/a.conf" --role tx --seconds $((SECS + 4)) >"$WORK/raw-tx.log" 2>&1 &
 TXPID=$!
 PIDS+=("$TXPID")
@@ -118,6 +127,7 @@ PIDS=()
 rm -rf /var/run/dpdk/uroce-bench-verbs-$ID-*
 raw_pps=$(field pps "$rx")
 echo "raw memif: $rx"
+fi
 
 # --- 2. kernel TCP ping-pong over loopback (8 B)
 tcp=$("$TCP" --size 8 --iters "$LAT_ITERS" --warmup 1000) || die "tcp_pingpong failed"
@@ -153,6 +163,8 @@ run ib_write_bw -s 65536 -D "$SECS" -F; read -r _ _ _ wr64k_mbs _ <<<"$ROW"
 run ib_send_bw -s 65536 -D "$SECS" -F;  read -r _ _ _ sd64k_mbs _ <<<"$ROW"
 run ib_write_lat -s 8 -n "$LAT_ITERS" -F
 read -r _ _ lat_min _ lat_typ lat_avg _ lat_p99 _ <<<"$ROW"
+run ib_send_lat -s 8 -n "$LAT_ITERS" -F
+read -r _ _ slat_min _ slat_typ _ <<<"$ROW"
 # The same latency test on lib/client without the shim (uroce-perf, same daemons), to tell the
 # shim's share from the daemons' and the scheduler's.
 PORT=$((PORT + 1))
@@ -171,13 +183,14 @@ echo "| measurement | result |"
 echo "|---|---:|"
 awk -v raw="$raw_pps" -v w="$wr64_mpps" -v s="$sd64_mpps" -v wk="$wr64k_mbs" -v sk="$sd64k_mbs" \
     -v tmin="$lat_min" -v ttyp="$lat_typ" -v tavg="$lat_avg" -v t99="$lat_p99" -v tcp="$tcp_med" \
-    -v cmin="$cl_min" -v ctyp="$cl_typ" 'BEGIN {
+    -v cmin="$cl_min" -v ctyp="$cl_typ" -v smin="$slat_min" -v styp="$slat_typ" 'BEGIN {
   printf "| raw memif, 64 B frames | %.3f Mpps |\n", raw / 1e6
   printf "| ib_write_bw 64 B message rate | %.4f Mpps (%.1f %% of raw) |\n", w, (raw > 0 ? 100 * w * 1e6 / raw : 0)
   printf "| ib_send_bw 64 B message rate | %.4f Mpps (%.1f %% of raw) |\n", s, (raw > 0 ? 100 * s * 1e6 / raw : 0)
   printf "| ib_write_bw 64 KB bandwidth | %.1f MB/s (%.2f Gb/s) |\n", wk, wk * 8 / 1000
   printf "| ib_send_bw 64 KB bandwidth | %.1f MB/s (%.2f Gb/s) |\n", sk, sk * 8 / 1000
   printf "| ib_write_lat 8 B (t_min / t_typical / t_avg / 99 %%) | %.2f / %.2f / %.2f / %.2f us |\n", tmin, ttyp, tavg, t99
+  printf "| ib_send_lat 8 B (t_min / t_typical) | %.2f / %.2f us |\n", smin, styp
   printf "| uroce-perf write_lat 8 B, lib/client without the shim (t_min / t_typical) | %.2f / %.2f us |\n", cmin, ctyp
   printf "| TCP ping-pong 8 B over loopback, median one-way | %.2f us |\n", tcp
   r = tcp > 0 ? ttyp / tcp : 0

@@ -17,6 +17,8 @@ PKGS=(
   python3-matplotlib  # apps/uroce-perf/uroce-perf-plot: charts of uroce-perf's JSON results
   # rdma-core tools run unmodified over the shim, and network tooling for tests
   ibverbs-utils perftest rdma-core iproute2 ucx-utils
+  # rdma_cm programs over the drop-in librdmacm (drivers/rdmacm: its headers; test cm_apps)
+  librdmacm-dev rdmacm-utils
   python3-pyverbs  # rdma-core 44's own test suite (test/verbs/pyverbs.sh), run over the shim
   # uroced integration test (test/integration): ARP and ND probes from the Linux side
   iputils-arping iputils-ping ndisc6

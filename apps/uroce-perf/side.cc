@@ -6,13 +6,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "perf.h"
+#include "util/csprng.h"
 
 namespace uroce::perf {
 
@@ -161,7 +161,8 @@ bool Side::setup(uint32_t nqps, uint64_t max_size, uint32_t tx_depth, uint32_t w
       return fail(std::string("create_srq: ") + std::strerror(rc));
   }
   const uint32_t type = o_.conn == Conn::kRc ? kRc : o_.conn == Conn::kUc ? kUc : kUd;
-  std::mt19937 rng(static_cast<uint32_t>(now_ns() ^ (server_ ? 0x9e3779b9u : 0)));
+  // Initial PSNs an off-path attacker cannot guess (doc/security.md): getrandom(2)-keyed.
+  util::Csprng rng;
   for (uint32_t q = 0; q < nqps; ++q) {
     ctl::CreateQpPayload a{};
     a.pd = pd;
@@ -194,7 +195,7 @@ bool Side::setup(uint32_t nqps, uint64_t max_size, uint32_t tx_depth, uint32_t w
     index_of[qp->qpn] = q;
     QpInfo li;
     li.qpn = qp->qpn;
-    li.psn = rng() & 0xffffff;
+    li.psn = rng.next_u32() & 0xffffff;
     li.rkey = mr.rkey;
     li.vaddr = region_va(q);
     li.region = region;

@@ -20,7 +20,6 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -34,10 +33,12 @@
 #include "port/eal.h"
 #include "port/eth_port.h"
 #include "port/port_queue.h"
+#include "settings.h"
 #include "telemetry/telemetry.h"
 #include "transport/engine.h"
 #include "uroce_version.h"
 #include "util/capture_ring.h"
+#include "util/csprng.h"
 #include "util/pcap_writer.h"
 
 namespace uroce::daemon {
@@ -51,11 +52,15 @@ constexpr int kExitUsage = 2;    // bad command line or configuration
 constexpr int kExitEnv = 3;      // refused to start: foreign libibverbs in reach
 
 constexpr const char *kDefaultConfig = "/etc/uroce/uroced.conf";
+// Main's longest sleep: its ARP / ND timers (1 s probes, 30 s ages) run at least this often.
+constexpr uint64_t kMainMaxSleepNs = 50'000'000;
 
 std::atomic<bool> g_stop{false};
+std::atomic<Sleeper *> g_main_sleeper{nullptr};  // woken by the signal (it may sleep)
 
 extern "C" void on_signal(int) {
   g_stop.store(true, std::memory_order_relaxed);
+  if (Sleeper *s = g_main_sleeper.load(std::memory_order_relaxed)) s->signal();
 }
 
 void usage(FILE *f) {
@@ -83,45 +88,6 @@ void usage(FILE *f) {
                "command line or configuration, 3 refused to start (a non-system libibverbs.so.1\n"
                "reachable through LD_LIBRARY_PATH or LD_PRELOAD).\n",
                kDefaultConfig);
-}
-
-std::string mac_str(const uint8_t *m) {
-  char b[18];
-  std::snprintf(b, sizeof b, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
-  return b;
-}
-
-void print_config(const config::Config &c) {
-  std::printf("eal args:");
-  for (const std::string &a : c.eal_args)
-    std::printf(" %s", a.c_str());
-  std::printf("\ndaemon: socket=%s workers=", c.daemon.socket.c_str());
-  for (size_t i = 0; i < c.daemon.workers.size(); ++i)
-    std::printf("%s%u", i ? "," : "", c.daemon.workers[i]);
-  std::printf(" mbufs=%u rx_desc=%u tx_desc=%u pcap=%s idle_sleep_us=%u\n", c.daemon.mbufs,
-              c.daemon.rx_desc, c.daemon.tx_desc,
-              c.daemon.pcap.empty() ? "(off)" : c.daemon.pcap.c_str(), c.daemon.idle_sleep_us);
-  for (const config::PortConfig &p : c.ports) {
-    std::printf("port %s: device=%s mtu=%u (IB MTU %u) dscp=%u ecn=%s ibdev=%s socket=%s\n",
-                p.name.c_str(), p.device.c_str(), p.mtu, p.ib_mtu(), p.dscp, p.ecn ? "on" : "off",
-                p.ibdev.c_str(), p.socket.c_str());
-    for (const config::Ipv4Prefix &a : p.ipv4)
-      std::printf("  ipv4 %s/%u\n", config::format_ipv4(a.addr).c_str(), a.len);
-    for (const config::Ipv6Prefix &a : p.ipv6)
-      std::printf("  ipv6 %s/%u\n", config::format_ipv6(a.addr).c_str(), a.len);
-  }
-}
-
-// DCQCN from a port's [cc] (doc/congestion.md): the reaction point and pacer of every QP, and
-// the notification point's CNP interval. With `none` the engine keeps its defaults.
-void apply_cc(const config::CcConfig &cc, transport::EngineConfig *e) {
-  if (cc.algorithm != config::CcAlgorithm::kDcqcn) {
-    e->dcqcn = nullptr;
-    e->cnp_interval_ns = transport::EngineConfig{}.cnp_interval_ns;
-    return;
-  }
-  e->dcqcn = &cc.dcqcn;
-  e->cnp_interval_ns = uint64_t{cc.dcqcn.min_time_between_cnps} * 1000;
 }
 
 // Capture ring of each worker >= 1 (only with daemon.pcap): about 16 000 frames of 1 KiB, the
@@ -192,7 +158,8 @@ int run(int argc, char **argv) {
   // arrives while it sleeps. Linux lets a nanosleep overrun by the thread's timer slack, 50 us
   // by default, which would double a 50 us nap and swamp a shorter one: 1 us instead. Set
   // before the EAL starts the lcore threads, which inherit it.
-  if (cfg.daemon.idle_sleep_us != 0 && prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) != 0)
+  const IdleParams idle = idle_params(cfg.daemon);
+  if (idle.adaptive && prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) != 0)
     std::fprintf(stderr, "uroced: warning: PR_SET_TIMERSLACK: %s (idle naps may overrun)\n",
                  std::strerror(errno));
   try {
@@ -254,10 +221,7 @@ int run(int argc, char **argv) {
     transport::EngineConfig ecfg;
     ecfg.ecn = cfg.ports[0].ecn;
     apply_cc(cfg.ports[0].cc, &ecfg);
-    {
-      std::random_device rd;
-      ecfg.seed = (uint64_t{rd()} << 32) | rd();  // unguessable key tags
-    }
+    ecfg.seed = 0;  // memory keys and QPNs from getrandom(2) in every engine (doc/security.md)
     // One engine per worker: worker 0 on the main lcore sends through ports[0]'s EthPort
     // (queue 0), worker w through its own queue w; QPNs carry the worker (daemon/lcore.h).
     const unsigned nw = nb_queues;
@@ -289,18 +253,28 @@ int run(int argc, char **argv) {
       transport::EngineConfig c = ecfg;
       c.ecn = cfg.ports[i].ecn;
       apply_cc(cfg.ports[i].cc, &c);
-      c.seed = ecfg.seed ^ (0x9E3779B97F4A7C15ull * i);  // each device its own key tags
       port_engines.push_back(std::make_unique<RoceEngine>(*ports[i], clock, c));
     }
     std::unique_ptr<HandOff> handoff;
     if (nw > 1) handoff = std::make_unique<HandOff>(nw, 1024);
+    // One Sleeper per lcore (doc/uroced.md, Sleeping when idle); none in busy mode.
+    std::vector<std::unique_ptr<Sleeper>> sleeper_objs;
+    std::vector<Sleeper *> sleepers;
+    if (idle.adaptive)
+      for (unsigned w = 0; w < nw; ++w) {
+        sleeper_objs.push_back(std::make_unique<Sleeper>());
+        sleepers.push_back(sleeper_objs.back().get());
+      }
     MainLoop::Config mc;
     mc.port = ports[0].get();
     mc.engine = engine.get();
     mc.clock = &clock;
     mc.ho = handoff.get();
     mc.nb_queues = nb_queues;
-    mc.idle_sleep_us = cfg.daemon.idle_sleep_us;
+    mc.sleeper = sleepers.empty() ? nullptr : sleepers[0];
+    mc.sleepers = &sleepers;
+    mc.idle = idle;
+    mc.idle.max_sleep_ns = kMainMaxSleepNs;
     MainLoop loop(mc);
     for (size_t i = 1; i < ports.size(); ++i)
       loop.devices().push_back(PortDevice{ports[i].get(), port_engines[i - 1].get(), nullptr});
@@ -311,7 +285,32 @@ int run(int argc, char **argv) {
       loop.set_capture(&pcap, std::move(rings));
     }
     EthPortView view(*ports[0], cfg.ports[0], loop);
-    Daemon daemon(engines, view);
+    const DaemonOptions dopt = daemon_options(cfg.daemon.quota);
+    Daemon daemon(engines, view, dopt);
+    // QP 1 and rdma_cm's ids of each port (doc/cm.md): MADs leave through the port's TX batch.
+    auto mad_tx = [](port::EthPort *p) {
+      return [p](const uint8_t *f, uint32_t len) noexcept {
+        transport::TxBuf b = p->tx_alloc();
+        if (b.data == nullptr) return false;
+        if (len > b.cap) {
+          p->tx_abort(b);
+          return false;
+        }
+        std::memcpy(b.data, f, len);
+        p->tx_commit(b, len);
+        return true;
+      };
+    };
+    auto clock_fn = [&clock] { return clock.now_ns(); };
+    // Each CM draws its communication ids from its own key (getrandom): not guessable across
+    // restarts or ports (doc/security.md).
+    util::Csprng cm_seeds;
+    std::vector<std::unique_ptr<CmService>> cms;
+    cms.push_back(
+        std::make_unique<CmService>(view, mad_tx(ports[0].get()), clock_fn, cm_seeds.next_u64()));
+    daemon.set_cm(cms[0].get());
+    loop.set_cm(cms[0].get());
+    daemon.set_sleepers(sleepers);
     // While the control thread waits for a worker to run a command, main's loop goes on.
     daemon.set_wait_hook([&loop] {
       if (loop.step() == 0) {
@@ -320,9 +319,18 @@ int run(int argc, char **argv) {
       }
     });
     std::vector<std::unique_ptr<WorkerLane>> wloops;
-    daemon.set_stats_hook([&ports, &daemon, &loop, &wloops](std::vector<ctl::StatEntry> &v) {
+    daemon.set_stats_hook([&ports, &daemon, &loop, &wloops, &cms](std::vector<ctl::StatEntry> &v) {
       for (auto &p : ports)
         add_port_stats(*p, v);
+      cms[0]->add_stats(v);
+      if (const IdleCounters *ic = loop.idle_counters()) add_idle_stats(0, *ic, v);
+      for (auto &w : wloops) {
+        IdleCounters c;
+        WorkerLoop &l = *w->loop;
+        if (l.idle_counters() == nullptr) continue;
+        daemon.run_on(l.id(), [&] { c = *l.idle_counters(); });
+        add_idle_stats(l.id(), c, v);
+      }
       if (wloops.empty()) return;
       const port::PortCounters &pc = ports[0]->counters();
       add_lane_stats(0, loop.lane_counters(),
@@ -350,12 +358,20 @@ int run(int argc, char **argv) {
     std::vector<std::unique_ptr<Daemon>> port_daemons;
     for (size_t i = 1; i < ports.size(); ++i) {
       port_views.push_back(std::make_unique<EthPortView>(*ports[i], cfg.ports[i], loop));
-      port_daemons.push_back(std::make_unique<Daemon>(*port_engines[i - 1], *port_views.back()));
-      port_daemons.back()->set_stats_hook([&ports](std::vector<ctl::StatEntry> &v) {
+      port_daemons.push_back(
+          std::make_unique<Daemon>(*port_engines[i - 1], *port_views.back(), dopt));
+      cms.push_back(std::make_unique<CmService>(*port_views.back(), mad_tx(ports[i].get()),
+                                                clock_fn, cm_seeds.next_u64()));
+      CmService *cm = cms.back().get();
+      port_daemons.back()->set_cm(cm);
+      if (!sleepers.empty()) port_daemons.back()->set_sleepers({sleepers[0]});
+      port_daemons.back()->set_stats_hook([&ports, cm](std::vector<ctl::StatEntry> &v) {
         for (auto &p : ports)
           add_port_stats(*p, v);
+        cm->add_stats(v);
       });
       loop.devices()[i - 1].daemon = port_daemons.back().get();
+      loop.devices()[i - 1].cm = cm;
     }
     std::vector<unsigned> worker_lcores;
     {
@@ -376,10 +392,15 @@ int run(int argc, char **argv) {
       wc.clock = &clock;
       wc.ho = handoff.get();
       wc.mac = ports[0]->mac();
-      wc.idle_sleep_us = cfg.daemon.idle_sleep_us;
+      wc.sleeper = sleepers.empty() ? nullptr : sleepers[w];
+      wc.sleepers = &sleepers;
+      wc.idle = idle;
       auto wl = std::make_unique<WorkerLane>();
       wl->loop = std::make_unique<WorkerLoop>(wc);
       wl->loop->set_daemon(&daemon);
+      if (const unsigned n = wl->loop->watch_sources(); n != 0 && idle.adaptive)
+        std::printf("uroced: worker %u: %u RX queue(s) without interrupts: idle naps of %u-%u us\n",
+                    w, n, cfg.daemon.idle_sleep_us, cfg.daemon.idle_max_sleep_us);
       wloops.push_back(std::move(wl));
       if (rte_eal_remote_launch(worker_lcore_main, wloops.back().get(), worker_lcores[w - 1]) != 0)
         throw port::PortError("cannot launch worker " + std::to_string(w) + " on lcore " +
@@ -397,7 +418,9 @@ int run(int argc, char **argv) {
       // The socket's directory (e.g. /run/uroce) is created if missing (one level).
       const std::string dir = path.substr(0, path.rfind('/'));
       if (!dir.empty()) ::mkdir(dir.c_str(), 0755);
-      auto srv = ctl::Server::listen(path.c_str());
+      ctl::ServerOptions so;
+      so.max_outstanding = cfg.daemon.quota.ctl_outstanding;
+      auto srv = ctl::Server::listen(path.c_str(), so);
       if (!srv)
         throw port::PortError("cannot listen on control socket '" + path +
                               "': " + std::strerror(srv.error()));
@@ -422,7 +445,13 @@ int run(int argc, char **argv) {
     std::printf(")\n");
 
     loop.set_servers(server_ptrs, daemon_ptrs);
+    if (const unsigned n = loop.watch_sources(); n != 0 && idle.adaptive)
+      std::printf("uroced: main: %u RX queue(s) without interrupts: idle naps of %u-%u us\n", n,
+                  cfg.daemon.idle_sleep_us, cfg.daemon.idle_max_sleep_us);
+    std::printf("uroced: poll %s\n", idle.adaptive ? "adaptive (sleeps when idle)" : "busy");
+    g_main_sleeper.store(sleepers.empty() ? nullptr : sleepers[0]);
     loop.run(g_stop);
+    g_main_sleeper.store(nullptr);
 
     std::printf("uroced: stopping\n");
     // Tell every app the daemon is going away (its next call fails with ECONNRESET), then
@@ -434,8 +463,11 @@ int run(int argc, char **argv) {
     server_ptrs.clear();
     for (auto &d : port_daemons)
       d->close_all();  // their engines run on main: nothing else to wait for
-    for (PortDevice &d : loop.devices())
+    for (PortDevice &d : loop.devices()) {
       d.daemon = nullptr;
+      d.cm = nullptr;
+    }
+    loop.set_cm(nullptr);
     daemon.close_all();  // the workers still run: the teardown runs on them
     guard.stop();
     loop.set_daemon(nullptr);

@@ -73,7 +73,7 @@ struct Context {
   Device *dev = nullptr;
   std::unique_ptr<client::Context> cli;
   std::mutex ctl_mu;  // control calls (lib/client is not thread-safe)
-  Spin post_mu;       // posts: the context's doorbell ring has a single producer
+  Spin db_mu;         // doorbell pushes: the context's doorbell ring has a single producer
   ctl::DeviceAttrPayload dattr{};
   // Objects by daemon handle, for async events (under ctl_mu).
   std::unordered_map<uint32_t, Qp *> qps;
@@ -111,7 +111,8 @@ struct Pd {
 struct Mr {
   ibv_mr mr;
   client::Mr cmr;
-  uint64_t page_start, page_end;  // the remapped page range this MR holds a reference on
+  uint64_t page_start = 0, page_end = 0;  // the remapped page range this MR holds a reference on
+  unsigned access = 0;                    // as registered (ibv_rereg_mr keeps it)
 };
 
 struct CompChannel {
@@ -122,19 +123,15 @@ struct Cq {
   ibv_cq_ex cq;  // first; starts with the ibv_cq layout (ibv_cq_ex_to_cq is a cast)
   Context *ctx = nullptr;
   std::unique_ptr<client::Cq> c;
-  Spin mu;
-  uint64_t wc_flags = 0;      // ibv_create_cq_ex's wc_flags (what read_* may be asked)
-  abi::Cqe cur{};             // the completion start_poll / next_poll made current
+  Spin mu;                // pollers (ibv_poll_cq, start_poll .. end_poll)
+  uint64_t wc_flags = 0;  // ibv_create_cq_ex's wc_flags (what read_* may be asked)
+  // start_poll .. end_poll (under mu): CQE slots peeked in the CQ ring and read in place; the
+  // current one is slot `pos` of the `npeek` peeked; they are consumed at end_poll (or when
+  // next_poll moves past the last).
+  const abi::Cqe *cur = nullptr;
+  uint32_t pos = 0, npeek = 0;
   uint32_t comp_events = 0;   // delivered by ibv_get_cq_event (under cq.mutex)
   uint32_t async_events = 0;  // delivered by ibv_get_async_event (under cq.mutex)
-};
-
-// A work request built with the ibv_wr_* API, waiting for ibv_wr_complete.
-struct StagedWr {
-  client::SendWr wr;
-  uint32_t sge_off;     // index of its first SGE in Qp::stage_sge
-  uint32_t inline_off;  // offset of its inline bytes in Qp::stage_inline
-  bool has_data;        // an SGE / inline call was made
 };
 
 struct Qp {
@@ -144,19 +141,23 @@ struct Qp {
   uint32_t pd_handle = 0;
   uint64_t send_ops_flags = 0;
   uint32_t async_events = 0;
-  // ibv_wr_* staging (sized at creation: max_send_wr WRs).
-  std::vector<StagedWr> stage;
-  std::vector<abi::Sge> stage_sge;
-  std::vector<uint8_t> stage_inline;
-  uint32_t nstaged = 0, nsge = 0, ninline = 0;
-  int stage_err = 0;
+  // Posting locks the queue, not the context (as rdma-core's providers): sq_mu for
+  // ibv_post_send and wr_start .. wr_complete, rq_mu for ibv_post_recv.
+  Spin sq_mu, rq_mu;
+  // ibv_wr_* (under sq_mu): WRs are written into SQ slots reserved one by one and published
+  // together at wr_complete; wr_abort leaves them unpublished (the next post overwrites them).
+  uint8_t *wr_slot = nullptr;  // the slot of the WR being built (nullptr: none yet)
+  uint32_t wr_n = 0;           // slots reserved and filled since wr_start
+  uint32_t wr_flags = 0;       // send_flags of the WR being built
+  bool wr_data = false;        // its SGEs / inline data were set
+  int wr_err = 0;              // first error since wr_start (wr_complete returns it)
 };
 
 struct Srq {
   ibv_srq srq;
   Context *ctx = nullptr;
   std::unique_ptr<client::Srq> c;
-  Spin mu;
+  Spin mu;  // posts (ibv_post_srq_recv)
   uint32_t max_wr = 0, max_sge = 0, limit = 0;
   uint32_t async_events = 0;
 };
@@ -174,13 +175,46 @@ inline T *fail_null(int err) noexcept {
   return nullptr;
 }
 
-void fill_context_ops(Context *c) noexcept;                                        // objects.cc
-void install_ex_ops(Qp *q) noexcept;                                               // ex.cc
-void install_cq_ex_ops(Cq *c) noexcept;                                            // ex.cc
-int to_wc(const abi::Cqe &e, ibv_wc *wc) noexcept;                                 // objects.cc
-ibv_cq_ex *create_cq_ex_op(ibv_context *ctx, ibv_cq_init_attr_ex *attr) noexcept;  // objects.cc
-ibv_qp *create_qp_ex_op(ibv_context *ctx, ibv_qp_init_attr_ex *attr) noexcept;     // objects.cc
-ibv_srq *create_srq_ex_op(ibv_context *ctx, ibv_srq_init_attr_ex *attr) noexcept;  // objects.cc
+// A control call under the context's control lock (lib/client is not thread-safe).
+template <class F>
+int ctl_call(Context *c, F &&f) {
+  std::lock_guard<std::mutex> g(c->ctl_mu);
+  return f(*c->cli);
+}
+inline Cq *cq_of(ibv_cq *cq) noexcept {
+  return reinterpret_cast<Cq *>(cq);
+}
+inline Qp *qp_of(ibv_qp *qp) noexcept {
+  return reinterpret_cast<Qp *>(qp);
+}
+inline Srq *srq_of(ibv_srq *s) noexcept {
+  return reinterpret_cast<Srq *>(s);
+}
+inline uint32_t pd_handle(ibv_pd *pd) noexcept {
+  return reinterpret_cast<Pd *>(pd)->handle;
+}
+
+void fill_context_ops(Context *c) noexcept;  // post.cc
+// After writing k WRs into reserved SQ slots (under sq_mu): publishes them, and rings the
+// QP's doorbell if its notification token was idle.
+void publish_sq(Qp *q, size_t k) noexcept;  // post.cc
+// Whether ibv_post_send may post on q now: not in RESET, INIT or RTR (in ERR its WRs are
+// flushed).
+inline bool send_state_ok(const Qp *q) noexcept {
+  return q->c->state >= 3 && q->c->state != 7;
+}
+void install_ex_ops(Qp *q) noexcept;                            // wr.cc
+void install_cq_ex_ops(Cq *c) noexcept;                         // poll.cc
+int poll_cq_op(ibv_cq *cq, int n, ibv_wc *wc) noexcept;         // poll.cc
+int req_notify_cq_op(ibv_cq *cq, int solicited_only) noexcept;  // poll.cc
+// Removes the completions of QP `qpn` not yet polled from q (a QP moved to RESET, as rdma-core's
+// mlx5 provider cleans its CQs then).
+void clean_cq(Cq *q, uint32_t qpn) noexcept;                                       // poll.cc
+ibv_cq_ex *create_cq_ex_op(ibv_context *ctx, ibv_cq_init_attr_ex *attr) noexcept;  // cq.cc
+ibv_qp *create_qp_ex_op(ibv_context *ctx, ibv_qp_init_attr_ex *attr) noexcept;     // qp.cc
+ibv_srq *create_srq_ex_op(ibv_context *ctx, ibv_srq_init_attr_ex *attr) noexcept;  // srq.cc
+void to_ah_payload(const ibv_ah_attr &a, ctl::AhAttrPayload *p) noexcept;          // ah.cc
+void from_ah_payload(const ctl::AhAttrPayload &p, ibv_ah_attr *a) noexcept;        // ah.cc
 int query_port_op(ibv_context *ctx, uint8_t port, ibv_port_attr *attr, size_t len) noexcept;
 int query_device_ex_op(ibv_context *ctx, const ibv_query_device_ex_input *in,
                        ibv_device_attr_ex *attr, size_t len) noexcept;  // device.cc

@@ -79,9 +79,13 @@ static_assert(offsetof(RingHeader, notify) == 192);
 //              (set by the app with exchange, cleared by the lcore).
 //  CQ ring: kNotifyArmedAll / kNotifyArmedSolicited = "write the CQ's eventfd on the next
 //           (solicited or error) completion" (set by the app, swapped back to idle by the lcore).
+//  Doorbell ring: kNotifyAsleep = "the consumer lcore is (about to be) blocked: write the
+//           context's doorbell eventfd after pushing" (set by the lcore before it sleeps,
+//           swapped back to idle by whoever wakes it; doc/ipc.md, Sleeping consumers).
 enum RingNotify : uint32_t {
   kNotifyIdle = 0,
   kNotifyQueued = 1,
+  kNotifyAsleep = 1,
   kNotifyArmedAll = 1,
   kNotifyArmedSolicited = 2,
 };

@@ -17,7 +17,8 @@
 namespace uroce::ctl {
 
 enum VerbsType : uint16_t {
-  kOpenContext = kFirstVerbsType,  // empty -> OpenContextReply + fds: doorbell ring, async eventfd
+  kOpenContext = kFirstVerbsType,  // empty -> OpenContextReply + fds: doorbell ring, async eventfd,
+                                   // doorbell eventfd
   kQueryDevice,                    // empty -> DeviceAttrPayload
   kQueryPort,                      // PortNumPayload -> PortAttrPayload
   kQueryGid,                       // QueryGidPayload -> GidPayload
@@ -340,7 +341,7 @@ struct VerbsSpec {
   uint32_t rep_fds;  // at most
 };
 inline constexpr VerbsSpec kVerbsSpecs[] = {
-    {kOpenContext, 0, 0, 0, sizeof(OpenContextReply), 2},
+    {kOpenContext, 0, 0, 0, sizeof(OpenContextReply), 3},
     {kQueryDevice, 0, 0, 0, sizeof(DeviceAttrPayload), 0},
     {kQueryPort, sizeof(PortNumPayload), 0, 0, sizeof(PortAttrPayload), 0},
     {kQueryGid, sizeof(QueryGidPayload), 0, 0, sizeof(GidPayload), 0},

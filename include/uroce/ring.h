@@ -355,6 +355,20 @@ class RingProducer : public RingHandle {
     return false;
   }
 
+  // ---- Sleeping consumer (doorbell rings), producer side --------------------------------------
+  // Call after pushing. Returns true iff the consumer declared itself asleep and this call took
+  // that flag back (the caller then writes the consumer's eventfd; one writer per sleep).
+  //   producer: W(prod) [push] ; F (seq_cst) ; R/RMW(notify)
+  //   consumer: W(notify = asleep) ; F (seq_cst) ; R(prod) [its last pass before blocking]
+  // Either the consumer's last pass sees the item, or this call sees asleep and wakes it.
+  bool wake_consumer() noexcept {
+    if (hdr_ == nullptr) return false;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    auto n = ring_detail::ref(hdr_->notify);
+    if (n.load(std::memory_order_relaxed) != abi::kNotifyAsleep) return false;
+    return n.exchange(abi::kNotifyIdle, std::memory_order_relaxed) == abi::kNotifyAsleep;
+  }
+
  private:
   void publish(size_t n) noexcept {
     prod_ += n;
@@ -518,6 +532,16 @@ class RingConsumer : public RingHandle {
         .store(solicited_only ? abi::kNotifyArmedSolicited : abi::kNotifyArmedAll,
                std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+
+  // ---- Sleeping consumer (doorbell rings), consumer side --------------------------------------
+  // set_asleep(true) before the lcore's last pass ahead of blocking (the caller issues the
+  // seq_cst fence after setting every flag it owns, then re-reads the rings: see wake_consumer);
+  // set_asleep(false) once awake (producers then push without a system call).
+  void set_asleep(bool asleep) noexcept {
+    if (hdr_ == nullptr) return;
+    ring_detail::ref(hdr_->notify)
+        .store(asleep ? abi::kNotifyAsleep : abi::kNotifyIdle, std::memory_order_relaxed);
   }
 
  private:

@@ -70,13 +70,19 @@ int Context::open(const char *path, const char *name, std::unique_ptr<Context> *
   int rc = c->call(ctl::kOpenContext, nullptr, 0, nullptr, 0, &m);
   if (rc) return rc;
   ctl::OpenContextReply rep{};
-  if (!m.payload_as(&rep) || m.nfds != 2 || rep.doorbell.slot_size != sizeof(abi::Doorbell))
+  if (!m.payload_as(&rep) || m.nfds < 2 || m.nfds > 3 ||
+      rep.doorbell.slot_size != sizeof(abi::Doorbell))
     return EPROTO;
   rc = map_ring(std::move(m.fds[0]), rep.doorbell, &c->db_map_, &c->db_);
   if (rc) return rc;
   auto ev = shm::EventFd::adopt(std::move(m.fds[1]));
   if (!ev) return ev.error();
   c->async_ev_ = std::move(ev.value());
+  if (m.nfds == 3) {  // the doorbell eventfd (a daemon whose lcores sleep when idle)
+    auto dbe = shm::EventFd::adopt(std::move(m.fds[2]));
+    if (!dbe) return dbe.error();
+    c->db_ev_ = std::move(dbe.value());
+  }
   *out = std::move(c);
   return 0;
 }
@@ -372,6 +378,8 @@ void Context::ring_doorbell(uint32_t qpn, uint32_t kind) noexcept {
   // holds two per QP / SRQ the daemon allows.
   const abi::Doorbell d{qpn, kind};
   (void)db_.try_push(d);
+  // The ring's consumer lcore declared itself asleep: wake it (doc/ipc.md, Sleeping consumers).
+  if (db_.wake_consumer() && db_ev_.valid()) db_ev_.signal();
 }
 
 namespace {

@@ -10,8 +10,9 @@
 // Errors: 0 or a positive errno, as verbs.
 //
 // Threading: a Context and its objects are NOT thread-safe: every post on any QP of a context
-// pushes to the context's single doorbell ring (single producer). The verbs shim serialises
-// posts per context; tests use one thread per Context.
+// may push to the context's single doorbell ring (single producer). The verbs shim writes the
+// rings itself, under a lock per queue, and serialises only the doorbell pushes per context;
+// tests use one thread per Context.
 // Lifetime: objects (Cq, Qp, Srq) must be destroyed before their Context; a Context that is
 // closed (or whose process dies) has all of its resources freed by the daemon.
 #pragma once
@@ -165,6 +166,11 @@ class Context {
   // Test hook: the session's doorbell ring (app -> daemon), so tests can push doorbells naming
   // any QPN and kind, or rewrite its producer index. Never used by the verbs shim.
   shm::RingProducer &doorbell_ring_for_test() noexcept { return db_; }
+  // Pushes Doorbell{qpn, kind} (abi::kDoorbellSq / kDoorbellRq; an SRQ's qpn is 0x80000000 |
+  // its handle) to the context's doorbell ring. For callers that write WQEs into the rings
+  // themselves (the verbs shim): call it only when RingProducer::claim_notify() returned true
+  // after the commit, and serialise the calls (the doorbell ring has a single producer).
+  void ring_doorbell(uint32_t qpn, uint32_t kind) noexcept;
   // Up to n completions; returns how many.
   int poll_cq(Cq &cq, abi::Cqe *out, int n) noexcept;
   // Arms the CQ: the next (solicited-only: next receive or error) completion writes the eventfd.
@@ -177,12 +183,12 @@ class Context {
  private:
   int call(uint16_t type, const void *payload, size_t len, const int *fds, size_t nfds,
            ctl::Message *reply) noexcept;
-  void ring_doorbell(uint32_t qpn, uint32_t kind) noexcept;
 
   ctl::Client ctl_;
   std::unique_ptr<ctl::Message> msg_ = std::make_unique<ctl::Message>();
   shm::Mapping db_map_;
   shm::RingProducer db_;
+  shm::EventFd db_ev_;  // the daemon's doorbell eventfd (absent from older daemons)
   shm::EventFd async_ev_;
   int timeout_ms_ = kDefaultTimeoutMs;
 };

@@ -230,6 +230,20 @@ int Cm::reject(uint32_t comm_id, uint16_t reason, const uint8_t *priv, size_t le
   return 0;
 }
 
+int Cm::mra(uint32_t comm_id, uint8_t service_timeout) {
+  Conn *c = find(comm_id);
+  if (!c || c->state != State::kReqRcvd) return EINVAL;
+  Mra a;
+  a.local_comm_id = c->local_id;
+  a.remote_comm_id = c->remote_id;
+  a.message_mraed = 0;
+  a.service_timeout = service_timeout & 31;
+  c->last = a;
+  c->mra_sent = true;
+  send_to(c->peer, a, c->tid);
+  return 0;
+}
+
 int Cm::sidr_reply(uint32_t comm_id, const SidrRep &rep) {
   Conn *c = find(comm_id);
   if (!c || c->state != State::kSidrReqRcvd) return EINVAL;

@@ -112,6 +112,10 @@ class Cm {
   int accept(uint32_t comm_id, const Rep &rep, uint64_t now);  // kReqRcvd -> kRepSent
   int reject(uint32_t comm_id, uint16_t reason, const uint8_t *priv, size_t len);
   int sidr_reply(uint32_t comm_id, const SidrRep &rep);
+  // kReqRcvd: an MRA for the REQ (the answer may take 4.096 us x 2^service_timeout), as the
+  // kernel's rdma_cm sends when it hands a REQ to its consumer; a resent REQ then gets the MRA
+  // again. 0 or EINVAL.
+  int mra(uint32_t comm_id, uint8_t service_timeout);
 
   // Established / kDreqRcvd: DREQ (or the DREP that answers the peer's DREQ).
   int disconnect(uint32_t comm_id, uint64_t now);
@@ -143,6 +147,7 @@ class Cm {
     uint64_t wait_ns = 0;   // one try's wait
     uint8_t retries = 0;
     uint8_t max_retries = 0;
+    bool mra_sent = false;  // kReqRcvd: `last` is our MRA
   };
   uint32_t new_id();
   void send(Conn &c, const Message &m, uint64_t now, bool arm);

@@ -44,9 +44,11 @@ void Cm::receive(const wire::Gid &from, const uint8_t *mad, size_t len, uint64_t
 void Cm::on_req(const wire::Gid &from, uint64_t tid, const Req &q) {
   if (Conn *dup = find_remote(from, q.local_comm_id)) {                          // a resent REQ
     if (dup->state == State::kRepSent) send_to(dup->peer, dup->last, dup->tid);  // REP lost
+    if (dup->state == State::kReqRcvd && dup->mra_sent)
+      send_to(dup->peer, dup->last, dup->tid);  // our MRA was lost
     if (dup->state == State::kTimewait)
       rej_to(from, tid, dup->local_id, q.local_comm_id, 0, kRejStaleConn);
-    return;  // kReqRcvd: the consumer has not answered yet
+    return;  // kReqRcvd without an MRA: the consumer has not answered yet
   }
   for (auto &[id, c] : conns_)  // the same remote QP in another live connection: stale
     if (c.peer == from && c.remote_qpn == q.local_qpn && c.state != State::kSidrReqRcvd &&

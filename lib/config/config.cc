@@ -69,9 +69,23 @@ struct KeyInfo {
   bool repeatable;
 };
 constexpr KeyInfo kEalKeys[] = {{"args", true}};
-constexpr KeyInfo kDaemonKeys[] = {{"socket", false},       {"workers", false}, {"mbufs", false},
-                                   {"rx_desc", false},      {"tx_desc", false}, {"pcap", false},
-                                   {"idle_sleep_us", false}};
+constexpr KeyInfo kDaemonKeys[] = {{"socket", false},
+                                   {"workers", false},
+                                   {"mbufs", false},
+                                   {"rx_desc", false},
+                                   {"tx_desc", false},
+                                   {"pcap", false},
+                                   {"idle_sleep_us", false},
+                                   {"poll", false},
+                                   {"idle_threshold_us", false},
+                                   {"idle_max_sleep_us", false},
+                                   {"quota_qps", false},
+                                   {"quota_cqs", false},
+                                   {"quota_srqs", false},
+                                   {"quota_mrs", false},
+                                   {"quota_mr_bytes", false},
+                                   {"quota_ctl_outstanding", false},
+                                   {"quota_event_fds", false}};
 constexpr KeyInfo kPortKeys[] = {{"device", false},       {"ipv4", true},     {"ipv6", true},
                                  {"mtu", false},          {"dscp", false},    {"ecn", false},
                                  {"ibdev", false},        {"gateway", false}, {"socket", false},
@@ -358,32 +372,6 @@ void apply_overrides(const std::vector<std::string> &overrides, std::vector<Entr
 
 }  // namespace
 
-bool parse_ipv4(std::string_view s, uint8_t out[4]) {
-  const std::string str(s);
-  in_addr a{};
-  if (inet_pton(AF_INET, str.c_str(), &a) != 1) return false;
-  std::memcpy(out, &a, 4);
-  return true;
-}
-
-bool parse_ipv6(std::string_view s, uint8_t out[16]) {
-  const std::string str(s);
-  in6_addr a{};
-  if (inet_pton(AF_INET6, str.c_str(), &a) != 1) return false;
-  std::memcpy(out, &a, 16);
-  return true;
-}
-
-std::string format_ipv4(const uint8_t a[4]) {
-  char buf[INET_ADDRSTRLEN];
-  return inet_ntop(AF_INET, a, buf, sizeof buf) ? buf : "?";
-}
-
-std::string format_ipv6(const uint8_t a[16]) {
-  char buf[INET6_ADDRSTRLEN];
-  return inet_ntop(AF_INET6, a, buf, sizeof buf) ? buf : "?";
-}
-
 uint32_t ib_mtu_from_eth_mtu(uint32_t eth_mtu) {
   if (eth_mtu < kRxeMaxHdrLength) return 0;
   const uint32_t room = eth_mtu - kRxeMaxHdrLength;
@@ -463,6 +451,31 @@ Config parse(std::string_view text, std::string_view filename,
           fail_key(e, "a nap of " + e.value +
                           " us costs more CPU than it saves: 0 (busy polling) or " +
                           std::to_string(kMinIdleSleepUs) + "..100000");
+      } else if (e.key == "quota_qps") {  // the engine's limits bound them too (uroced.md)
+        d.quota.qps = parse_uint<uint32_t>(e, 1, 16384);
+      } else if (e.key == "quota_cqs") {
+        d.quota.cqs = parse_uint<uint32_t>(e, 1, 16384);
+      } else if (e.key == "quota_srqs") {
+        d.quota.srqs = parse_uint<uint32_t>(e, 0, 16384);
+      } else if (e.key == "quota_mrs") {
+        d.quota.mrs = parse_uint<uint32_t>(e, 1, 1u << 20);
+      } else if (e.key == "quota_mr_bytes") {
+        d.quota.mr_bytes = parse_uint<uint64_t>(e, 4096, uint64_t{1} << 46);
+      } else if (e.key == "quota_ctl_outstanding") {  // 32 replies fit uroced's socket buffer
+        d.quota.ctl_outstanding = parse_uint<uint32_t>(e, 1, 32);
+      } else if (e.key == "quota_event_fds") {
+        d.quota.event_fds = parse_uint<uint32_t>(e, 1, 16384);
+      } else if (e.key == "poll") {
+        if (e.value == "adaptive")
+          d.poll = PollMode::kAdaptive;
+        else if (e.value == "busy")
+          d.poll = PollMode::kBusy;
+        else
+          fail_key(e, "bad value '" + e.value + "' (expected adaptive or busy)");
+      } else if (e.key == "idle_threshold_us") {
+        d.idle_threshold_us = parse_uint<uint32_t>(e, 0, 1000000);
+      } else if (e.key == "idle_max_sleep_us") {
+        d.idle_max_sleep_us = parse_uint<uint32_t>(e, kMinIdleSleepUs, 1000000);
       }
     } else {
       auto it = std::find_if(cfg.ports.begin(), cfg.ports.end(),

@@ -65,14 +65,34 @@ struct PortConfig {
   uint32_t ib_mtu() const;     // see ib_mtu_from_eth_mtu
 };
 
+// Per-app limits (the [daemon] quota_* keys; doc/config.md, doc/security.md "Quotas").
+struct QuotaConfig {
+  uint32_t qps = 256;
+  uint32_t cqs = 256;
+  uint32_t srqs = 64;
+  uint32_t mrs = 1024;
+  uint64_t mr_bytes = uint64_t{1} << 36;  // 64 GiB
+  uint32_t ctl_outstanding = 8;
+  uint32_t event_fds = 256;
+};
+enum class PollMode : uint8_t { kAdaptive, kBusy };
+
 struct DaemonConfig {
   std::string socket = "/run/uroce/uroced.sock";
   std::vector<unsigned> workers = {0};  // lcore ids
   uint32_t mbufs = 8191;
   uint16_t rx_desc = 1024;
   uint16_t tx_desc = 1024;
-  std::string pcap;             // empty: no capture
-  uint32_t idle_sleep_us = 20;  // sleep after 1024 empty polls; 0: pure busy polling
+  std::string pcap;  // empty: no capture
+  // The poll loop when idle (doc/uroced.md, Sleeping when idle): adaptive (sleep on the
+  // wake-up sources after idle_threshold_us without work) or busy (never sleep).
+  PollMode poll = PollMode::kAdaptive;
+  uint32_t idle_threshold_us = 100;
+  // First nap when a source cannot interrupt (an RX queue without interrupts); naps double up
+  // to idle_max_sleep_us. idle_sleep_us = 0: busy polling, whatever `poll` says.
+  uint32_t idle_sleep_us = 20;
+  uint32_t idle_max_sleep_us = 1000;
+  QuotaConfig quota;
 };
 
 struct Config {

@@ -2,7 +2,9 @@
 #include "ctl/server.h"
 
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -112,6 +114,10 @@ void Server::accept_all() noexcept {
 
 void Server::kill(Conn &c, CtlError why) noexcept {
   if (c.dead) return;
+  if (c.throttled) {
+    c.throttled = false;
+    --throttled_;
+  }
   c.dead = true;
   c.why = why;
   pending_dead_ = true;
@@ -140,9 +146,35 @@ CtlError Server::send(uint64_t client, const MsgHeader &hdr, const void *payload
 
 CtlError Server::reply(uint64_t client, const MsgHeader &req, int32_t status, const void *payload,
                        size_t len, const int *fds, size_t nfds) noexcept {
-  return send(client,
-              make_header(static_cast<uint16_t>(req.type | kReplyBit), req.request_id, status),
-              payload, len, fds, nfds);
+  const CtlError e =
+      send(client, make_header(static_cast<uint16_t>(req.type | kReplyBit), req.request_id, status),
+           payload, len, fds, nfds);
+  if (e == CtlError::kOk) ++clients_.find(client)->second.unread;
+  return e;
+}
+
+// An AF_UNIX socket's SIOCOUTQ is the memory of what it sent and the peer has not read yet:
+// 0 means every reply was read. `unread` over-counts between two looks, never under-counts.
+// Looked at before each request while replies may be unread (one ioctl on the control path).
+bool Server::over_outstanding(Conn &c) noexcept {
+  if (opt_.max_outstanding == 0 || c.unread == 0) return false;
+  int queued = 0;
+  if (::ioctl(c.sock.get(), SIOCOUTQ, &queued) == 0 && queued == 0) {
+    c.unread = 0;
+    return false;
+  }
+  return c.unread >= opt_.max_outstanding;
+}
+
+void Server::resume_throttled(Handler &h) noexcept {
+  if (throttled_ == 0) return;
+  for (auto &kv : clients_) {
+    Conn &c = kv.second;
+    if (!c.throttled || c.dead || over_outstanding(c)) continue;
+    c.throttled = false;
+    --throttled_;
+    service(c, h);  // level-triggered epoll would report its queued requests anyway
+  }
 }
 
 void Server::handle_hello(Conn &c, Message &m, Handler &h) noexcept {
@@ -172,6 +204,19 @@ void Server::handle_hello(Conn &c, Message &m, Handler &h) noexcept {
 void Server::service(Conn &c, Handler &h) noexcept {
   Message &m = *msg_;
   for (int i = 0; i < opt_.max_msgs_per_round && !c.dead; ++i) {
+    if (c.throttled) break;
+    if (over_outstanding(c)) {
+      // Throttled only if a request is waiting: a synchronous client reads the last reply
+      // before it sends again, and its next request finds SIOCOUTQ at 0.
+      char b;
+      if (::recv(c.sock.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
+          (errno == EAGAIN || errno == EWOULDBLOCK))
+        break;
+      c.throttled = true;
+      ++throttled_;
+      h.on_throttle(*this, c.info);
+      break;
+    }
     CtlError e = recv_message(c.sock.get(), types_, &m);
     if (e == CtlError::kWouldBlock) break;
     if (e != CtlError::kOk) {  // kClosed (orderly or hang-up), or a malformed message
@@ -235,10 +280,15 @@ int Server::poll(int timeout_ms, Handler &h) noexcept {
     }
     auto it = clients_.find(id);
     if (it == clients_.end() || it->second.dead) continue;
+    if (it->second.throttled) {  // its requests wait; a hang-up still ends it
+      if (evs[i].events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)) kill(it->second, CtlError::kClosed);
+      continue;
+    }
     // Read first even on EPOLLHUP/EPOLLRDHUP: queued messages are delivered before the end,
     // which recv_message then reports as kClosed (zero-length read).
     service(it->second, h);
   }
+  resume_throttled(h);
   reap(h);
   return n;
 }

@@ -41,6 +41,9 @@ class Handler {
   // orderly end or a hang-up). Clients that fail before completing hello never reach the
   // handler: the daemon has nothing of theirs to tear down.
   virtual void on_disconnect(Server &, const ClientInfo &, CtlError /*why*/) {}
+  // The server stopped reading this client: it has max_outstanding replies unread
+  // (ServerOptions). Reading resumes once it has read them all.
+  virtual void on_throttle(Server &, const ClientInfo &) {}
 };
 
 struct ServerOptions {
@@ -50,6 +53,12 @@ struct ServerOptions {
   int max_msgs_per_round = 16;
   // If set, only peers with this uid (or root) are accepted.
   bool same_uid_only = false;
+  // Replies a client may leave unread before the server stops reading its requests (they wait
+  // in the socket; its sends block, or fail with EAGAIN when non-blocking, once its socket
+  // buffer is full) until it has read them all. 0: no limit (a client whose unread replies
+  // fill the server's socket buffer is disconnected). Keep it well below that buffer (~40
+  // replies of the largest size with the default 208 KiB).
+  uint32_t max_outstanding = 0;
 };
 
 class Server {
@@ -93,6 +102,8 @@ class Server {
     shm::UniqueFd sock;
     ClientInfo info;
     bool dead = false;
+    bool throttled = false;  // over max_outstanding: not reading its requests
+    uint32_t unread = 0;     // replies sent since its socket was last seen fully read
     CtlError why = CtlError::kOk;
   };
   void accept_all() noexcept;
@@ -101,6 +112,8 @@ class Server {
   void handle_hello(Conn &c, Message &m, Handler &h) noexcept;
   void kill(Conn &c, CtlError why) noexcept;
   void reap(Handler &h) noexcept;
+  bool over_outstanding(Conn &c) noexcept;  // true: stop reading c (throttled)
+  void resume_throttled(Handler &h) noexcept;
 
   shm::UniqueFd ep_;
   shm::UniqueFd listener_;
@@ -110,6 +123,7 @@ class Server {
   std::unordered_map<uint64_t, Conn> clients_;
   uint64_t next_id_ = 1;
   bool pending_dead_ = false;
+  size_t throttled_ = 0;  // clients with Conn::throttled
   std::unique_ptr<Message> msg_ = std::make_unique<Message>();
 };
 

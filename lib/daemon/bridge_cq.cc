@@ -12,6 +12,13 @@ void Daemon::cq_event(void *cq) noexcept {
   if (c->ctr) ++c->ctr->cq_events;
 }
 
+// The owner armed the forward ring (bridge_out) and may be asleep: ring its Sleeper (the
+// Dekker pattern of doc/ipc.md, "Sleeping consumers": the ring's arm, then the lcore's flag).
+void Daemon::fwd_event(void *lane) noexcept {
+  auto *l = static_cast<Cq::Lane *>(lane);
+  if (l->owner < l->daemon->sleepers_.size()) l->daemon->sleepers_[l->owner]->ring();
+}
+
 // The app broke its CQ ring's consumer index, or the CQ overflowed: IBV_EVENT_CQ_ERR, once.
 void Daemon::cq_error(Worker &W, Cq &c) noexcept {
   if (c.err_reported.exchange(true, std::memory_order_relaxed)) return;
@@ -30,6 +37,8 @@ uint32_t Daemon::bridge_out(unsigned w) noexcept {
     const uint32_t k = q->absorb(f.ring->consumer(), kCqBurst);
     W.ctr.cqes_forwarded += k;
     n += k;
+    // Drained: arm it, so that the next CQE a producer writes wakes this worker (fwd_event).
+    if (k < kCqBurst) f.ring->consumer().arm(false);
     if (k == 0 && q->corrupt()) cq_error(W, *f.cq);
   }
   transport::AsyncEventRecord ev;

@@ -22,6 +22,7 @@ void Daemon::ring(Worker &W, uint32_t qpn, uint32_t kind) noexcept {
 // responder of the worker it lives on when a QP needs a receive WQE.
 void Daemon::main_doorbells() noexcept {
   Worker &W0 = *w_[0];
+  uint64_t woke = 0;  // workers to ring once the pass is done (one fence each, not one per push)
   for (Session *s : live_sessions_) {
     if (!s->has_db) continue;
     abi::Doorbell db[64];
@@ -57,13 +58,26 @@ void Daemon::main_doorbells() noexcept {
       }
       const uint8_t bit = d.kind == abi::kDoorbellSq ? 1 : 2;
       if ((q->db_pending.fetch_or(bit, std::memory_order_acq_rel) & bit) == 0) {
-        if (w_[q->worker]->db_in->push(d))
+        if (w_[q->worker]->db_in->push(d)) {
           ++mctr_.doorbells_forwarded;
-        else
+          woke |= uint64_t{1} << q->worker;
+        } else {
           ++mctr_.bad_doorbells;  // cannot happen (sized for it); counted, never silent
+        }
       }
     }
   }
+  // A worker that sleeps is woken after the pushes (Sleeper::ring: fence, then its flag).
+  for (unsigned w = 1; woke != 0 && w < sleepers_.size(); ++w)
+    if ((woke >> w) & 1) sleepers_[w]->ring();
+}
+
+bool Daemon::pending(unsigned w) const noexcept {
+  const Worker &W = *w_[w];
+  if (W.eng->active_qps() != 0) return true;
+  for (const CqForward &f : W.forward)
+    if (f.ring->consumer().available(1) != 0) return true;  // CQEs other workers wrote
+  return false;
 }
 
 uint32_t Daemon::bridge_in(unsigned w) noexcept {
@@ -79,7 +93,7 @@ uint32_t Daemon::bridge_in(unsigned w) noexcept {
   while ((n = W.db_in->pop_burst(db, 64)) != 0) {
     for (size_t i = 0; i < n; ++i) {
       const abi::Doorbell d = db[i];
-      const uint32_t idx = d.qpn - W.qpn_base;
+      const uint32_t idx = W.eng->qp_slot(d.qpn);
       Qp *q = idx < W.qp_by_index.size() ? W.qp_by_index[idx] : nullptr;
       if (q == nullptr) {  // destroyed since main forwarded it
         ++W.ctr.bad_doorbells;

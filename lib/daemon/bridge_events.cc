@@ -33,6 +33,8 @@ void Daemon::emit_async(Worker &W, uint32_t type, uint32_t handle) noexcept {
     route_event(type, handle);
   } else if (!W.ev_out->push(AsyncItem{type, handle})) {
     ++W.ctr.async_lost;
+  } else if (!sleepers_.empty()) {
+    sleepers_[0]->ring();  // main routes it
   }
 }
 

@@ -51,6 +51,13 @@ void Daemon::on_message(ctl::Server &srv, const ctl::ClientInfo &ci, ctl::Messag
 
   auto it = sessions_.find(ci.id);
   if (it == sessions_.end()) return;
+  if (m.hdr.type >= ctl::kFirstCmType && m.hdr.type <= ctl::kLastCmType) {
+    if (cm_ != nullptr)
+      cm_->on_message(srv, ci, m);
+    else
+      srv.reply(ci.id, m.hdr, -EOPNOTSUPP, nullptr, 0);
+    return;
+  }
   Session &s = *it->second;
   auto r = std::make_unique<Reply>();
   int rc = -EOPNOTSUPP;

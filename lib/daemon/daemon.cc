@@ -48,6 +48,10 @@ void Daemon::register_types(ctl::TypeTable &t) noexcept {
     t.add({s.type, s.req_payload, s.req_payload, s.req_fds});
     t.add({static_cast<uint16_t>(s.type | ctl::kReplyBit), s.rep_min, s.rep_max, s.rep_fds});
   }
+  for (const ctl::CmSpec &s : ctl::kCmSpecs) {  // handled by the CM service (set_cm)
+    t.add({s.type, s.req_payload, s.req_payload, s.req_fds});
+    t.add({static_cast<uint16_t>(s.type | ctl::kReplyBit), s.rep_min, s.rep_max, s.rep_fds});
+  }
 }
 
 void Daemon::run_on(unsigned w, const std::function<void()> &f) {
@@ -56,14 +60,20 @@ void Daemon::run_on(unsigned w, const std::function<void()> &f) {
     return;
   }
   const std::function<void()> &fn = f;
-  w_[w]->cmd->call(fn, [this] {
-    if (wait_hook_) {
-      wait_hook_();
-    } else {
-      const timespec nap{0, 20'000};
-      nanosleep(&nap, nullptr);
-    }
-  });
+  Sleeper *wake = w < sleepers_.size() ? sleepers_[w] : nullptr;
+  w_[w]->cmd->call(
+      fn,
+      [wake] {
+        if (wake) wake->ring();
+      },
+      [this] {
+        if (wait_hook_) {
+          wait_hook_();
+        } else {
+          const timespec nap{0, 20'000};
+          nanosleep(&nap, nullptr);
+        }
+      });
 }
 
 unsigned Daemon::serve_commands(unsigned w) noexcept {
@@ -98,7 +108,7 @@ void Daemon::on_all(const std::function<void(DaemonEngine &)> &f) {
 
 Daemon::Qp *Daemon::main_qp(uint32_t qpn) const noexcept {
   const uint32_t w = qpn_owner(qpn, static_cast<uint32_t>(w_.size()));
-  const uint32_t idx = qpn - w_[w]->qpn_base;
+  const uint32_t idx = w_[w]->eng->qp_slot(qpn);
   return idx < qp_main_[w].size() ? qp_main_[w][idx] : nullptr;
 }
 

@@ -15,7 +15,8 @@
 // the control path reports errors as -errno in the reply status.
 //
 // Files: daemon.cc construction and worker plumbing; session.cc sessions and teardown;
-// ctl_dispatch.cc the handler table; verbs_*.cc the handlers; path.cc address vectors;
+// ctl_dispatch.cc the handler table; verbs_*.cc the handlers; quota.cc per-app quotas;
+// path.cc address vectors;
 // stats.cc counters; bridge_*.cc the data path; objects.h the objects (private).
 #pragma once
 
@@ -29,10 +30,13 @@
 
 #include "ctl/server.h"
 #include "daemon/lcore.h"
+#include "daemon/quota.h"
+#include "daemon/sleeper.h"
 #include "shm/eventfd.h"
 #include "shm/memfd.h"
 #include "transport/core.h"
 #include "uroce/abi.h"
+#include "uroce/ctl_cm.h"
 #include "uroce/ctl_verbs.h"
 #include "uroce/ring.h"
 #include "wire/gid.h"
@@ -64,8 +68,7 @@ class PortView {
 int path_from_ah_attr(PortView &port, const ctl::AhAttrPayload &a, wire::PathInfo *out);
 
 struct DaemonOptions {
-  uint32_t max_qp_per_session = 256;
-  uint32_t max_mr_per_session = 1024;
+  Quota quota;                    // per app session (quota.h)
   uint32_t wqe_budget = 32;       // WQEs taken from one ring per bridge_in pass
   uint32_t doorbell_budget = 64;  // doorbells taken from one session per pass
 };
@@ -109,6 +112,8 @@ class Daemon : public ctl::Handler {
   void on_connect(ctl::Server &, const ctl::ClientInfo &) override;
   void on_message(ctl::Server &, const ctl::ClientInfo &, ctl::Message &) override;
   void on_disconnect(ctl::Server &, const ctl::ClientInfo &, ctl::CtlError) override;
+  // The server stopped reading an app over its quota of unread replies (quota.cc).
+  void on_throttle(ctl::Server &, const ctl::ClientInfo &) override;
 
   // ---- data path: called by worker w's thread only (w == 0: the main lcore) ----
   // Doorbells -> the engine (sq_doorbell / rq_doorbell: the requester copies the WQEs from the
@@ -136,8 +141,23 @@ class Daemon : public ctl::Handler {
   // Extra counters appended to kStats replies (uroced adds the port's).
   using StatsHook = std::function<void(std::vector<ctl::StatEntry> &)>;
   void set_stats_hook(StatsHook h) { stats_hook_ = std::move(h); }
+  // The handler of the connection-manager types (uroce/ctl_cm.h; lib/daemon/cm_service.h),
+  // also told of every session's end. Without one they are answered EOPNOTSUPP.
+  void set_cm(ctl::Handler *h) noexcept { cm_ = h; }
   // Tears every session down (daemon shutdown; the workers must still be running).
   void close_all();
+
+  // ---- sleeping lcores (doc/uroced.md, Sleeping when idle) ----
+  // sleepers[w]: worker w's Sleeper, which the daemon rings after pushing to w's rings
+  // (forwarded doorbells, commands; main's for async events) and in which main's watches every
+  // session's doorbell eventfd. Set before the first session; empty: no lcore sleeps.
+  void set_sleepers(std::vector<Sleeper *> s) { sleepers_ = std::move(s); }
+  // Worker w: whether its bridge or engine has work it will do without a new event (active
+  // QPs / SRQs, CQs waiting for room in the app's ring, engine QPs that can send).
+  bool pending(unsigned w) const noexcept;
+  // Main: sets / clears the asleep flag of every session's doorbell ring (the app writes the
+  // session's doorbell eventfd after a push that finds it set).
+  void arm_doorbells(bool asleep) noexcept;
 
   struct Session;
   struct Cq;
@@ -200,6 +220,10 @@ class Daemon : public ctl::Handler {
   // ring. 0 when an engine table is full.
   uint32_t cq_on(Cq &c, unsigned w);
   uint32_t srq_on(Srq &q, unsigned w);  // q unbound or bound to w
+
+  // ---- quota.cc: 0, or -ENOMEM (counted) when `more` of kind k would exceed s's quota ----
+  int check_quota(Session &s, QuotaKind k, uint64_t more = 1) noexcept;
+
   // ---- path.cc, stats.cc ----
   int path_from_ah(const ctl::AhAttrPayload &a, wire::PathInfo *out);
   void snapshot_stats();
@@ -209,7 +233,9 @@ class Daemon : public ctl::Handler {
   void main_doorbells() noexcept;  // main: the sessions' doorbell rings
   void ring(Worker &W, uint32_t qpn, uint32_t kind) noexcept;
   // bridge_cq.cc
-  static void cq_event(void *cq) noexcept;   // the engine fired the app's arm: eventfd
+  static void cq_event(void *cq) noexcept;  // the engine fired the app's arm: eventfd
+  // A worker wrote into a forward ring its owner armed before sleeping: wake the owner.
+  static void fwd_event(void *lane) noexcept;
   void cq_error(Worker &W, Cq &c) noexcept;  // IBV_EVENT_CQ_ERR, once
   // bridge_events.cc
   void emit_async(Worker &W, uint32_t type, uint32_t handle) noexcept;
@@ -224,15 +250,18 @@ class Daemon : public ctl::Handler {
   std::vector<std::unique_ptr<Worker>> w_;
   std::map<uint64_t, std::unique_ptr<Session>> sessions_;
   // Main's lookup tables (control thread / main lcore only), sized at construction.
-  std::vector<std::vector<Qp *>> qp_main_;  // [worker][qpn - that worker's qpn_base]
+  std::vector<std::vector<Qp *>> qp_main_;  // [worker][that worker's engine's qp_slot(qpn)]
   std::vector<uint32_t> load_;              // QPs per worker
   std::vector<Srq *> srq_by_handle_;        // by the app's handle (1..max_srq)
   std::vector<Cq *> cq_by_handle_;          // by the app's handle (1..max_cq)
   std::vector<Session *> live_sessions_;    // rebuilt on connect / disconnect
+  std::vector<Sleeper *> sleepers_;
   std::function<void()> wait_hook_;
   StatsHook stats_hook_;
+  ctl::Handler *cm_ = nullptr;
   std::vector<ctl::StatEntry> stats_;  // snapshot served page by page
   uint32_t stats_gen_ = 0;
+  uint64_t quota_refused_[kQuotaKinds] = {};  // per QuotaKind
 };
 
 }  // namespace uroce::daemon

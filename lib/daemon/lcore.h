@@ -121,10 +121,17 @@ class CmdChannel {
   // step); the worker never blocks, so the wait ends.
   template <class F, class Wait>
   void call(F &f, Wait &&wait) {
+    call(
+        f, [] {}, static_cast<Wait &&>(wait));
+  }
+  // kick() runs after the push (uroced: wakes the worker if it sleeps).
+  template <class F, class Kick, class Wait>
+  void call(F &f, Kick &&kick, Wait &&wait) {
     Slot<F> s{&f, nullptr};
     const Cmd c{&Slot<F>::run, &s, ++seq_};
     while (!req_.push(c))
       wait();
+    kick();
     for (;;) {
       Done d{};
       if (rep_.pop(&d)) {

@@ -61,6 +61,8 @@ struct Daemon::Cq {
   struct Lane {
     uint32_t eh = 0;
     std::unique_ptr<LocalRing<abi::Cqe>> fwd;
+    Daemon *daemon = nullptr;  // fwd_event's context: who to wake
+    unsigned owner = 0;
   };
   std::vector<Lane> lanes;
 };
@@ -98,7 +100,9 @@ struct Daemon::Session {
   RingMem db_mem;
   shm::RingConsumer db;  // main
   bool has_db = false;
-  bool db_broken = false;  // its doorbell ring's index was impossible: DEVICE_FATAL sent
+  shm::EventFd db_ev;       // written by the app when `db` says main is asleep
+  bool db_watched = false;  // db_ev is in main's Sleeper
+  bool db_broken = false;   // its doorbell ring's index was impossible: DEVICE_FATAL sent
   std::set<uint32_t> pds, ahs;
   std::map<uint32_t, uint32_t> pd_qps;   // PD -> QPs using it (EBUSY before the engines)
   std::map<uint32_t, shm::Mapping> mrs;  // lkey -> the daemon's mapping of the app's memfd
@@ -110,6 +114,8 @@ struct Daemon::Session {
   ctl::AsyncEventEntry async_q[ctl::kMaxAsyncEvents] = {};
   uint32_t async_n = 0;
   uint32_t async_lost = 0;
+  uint64_t mr_bytes = 0;       // pages mapped for its MRs (quota)
+  uint64_t quota_refused = 0;  // requests refused over quota, throttles included
 };
 
 // An engine async event on its way from a worker to main.
@@ -130,7 +136,7 @@ struct Daemon::Worker {
   unsigned id = 0;
   DaemonEngine *eng = nullptr;
   uint32_t qpn_base = 0;
-  std::vector<Qp *> qp_by_index;   // qpn - qpn_base
+  std::vector<Qp *> qp_by_index;   // by the engine's qp_slot(qpn)
   std::vector<Srq *> srq_by_eh;    // by this engine's SRQ handle (async events)
   std::vector<Cq *> cq_by_eh;      // by this engine's CQ handle (async events)
   std::vector<CqForward> forward;  // CQs owned here that QPs of other workers complete into

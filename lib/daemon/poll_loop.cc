@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "port/classify.h"
+#include "port/rx_intr.h"
 
 namespace uroce::daemon {
 
@@ -24,15 +25,6 @@ void HandOff::drain_all() noexcept {
   }
 }
 
-void IdlePolicy::after_pass(unsigned work) noexcept {
-  if (work != 0) {
-    idle_ = 0;
-  } else if (sleep_us_ != 0 && ++idle_ >= kIdleSpins) {
-    const timespec nap{0, static_cast<long>(sleep_us_) * 1000};
-    nanosleep(&nap, nullptr);
-  }
-}
-
 template <class Port>
 PollLoop<Port>::PollLoop(const Config &c) noexcept
     : id_(c.id),
@@ -42,7 +34,9 @@ PollLoop<Port>::PollLoop(const Config &c) noexcept
       ho_(c.ho),
       nb_queues_(c.nb_queues),
       mac_(c.mac),
-      idle_(c.idle_sleep_us) {}
+      sleeper_(c.sleeper),
+      sleepers_(c.sleepers),
+      gate_(c.sleeper, c.idle) {}
 
 template <class Port>
 void PollLoop<Port>::set_servers(std::vector<ctl::Server *> servers,
@@ -96,18 +90,38 @@ unsigned PollLoop<Port>::step() noexcept {
   for (PortDevice &d : devices_)
     d.port->flush();
   if (!capture_rings_.empty()) work += drain_captures();
+  // A worker's captured frames wait in its ring for main.
+  if constexpr (!kMain)
+    if (work != 0 && port_->capturing()) note_push(0);
+  if (pushed_ != 0) ring_pushed();
   return work;
+}
+
+// The lcores this pass handed frames to: each is woken if it sleeps (one fence per lcore and
+// pass, after every push of the pass; Sleeper::ring).
+template <class Port>
+void PollLoop<Port>::ring_pushed() noexcept {
+  const uint64_t p = pushed_;
+  pushed_ = 0;
+  if (sleepers_ == nullptr) return;
+  for (unsigned w = 0; w < sleepers_->size(); ++w)
+    if (((p >> w) & 1) && w != id_ && (*sleepers_)[w] != nullptr) (*sleepers_)[w]->ring();
 }
 
 // Main: a RoCE frame of ports[0] goes to the worker owning its QP, or to main's engine.
 template <class Port>
 port::RxVerdict PollLoop<Port>::main_frame(rte_mbuf *m, const uint8_t *f, uint32_t len,
                                            uint64_t now) noexcept {
+  if (cm_ != nullptr && frame_dest_qpn(f, len) == kGsiQpn) {
+    cm_->rx(f, len, now);
+    return port::RxVerdict::kAccepted;
+  }
   if (ho_ != nullptr) {
     const uint32_t o = qpn_owner(frame_dest_qpn(f, len), ho_->workers());
     if (o != 0) {
       if (ho_->ring(0, o)->push(MbufRef{m})) {
         ++lc_.handoff_out;
+        note_push(o);
         return port::RxVerdict::kTaken;
       }
       ++lc_.handoff_drop;
@@ -129,17 +143,27 @@ unsigned PollLoop<Port>::rx(uint64_t now) noexcept {
     const uint16_t nq = ho_ != nullptr ? 1 : nb_queues_;
     for (uint16_t q = 0; q < nq; ++q)
       work += port_->rx_burst(q, to_engine, now);
-    if (now >= next_timer_) port_->timers(now);
-    // ports[1..]: every queue, into that port's engine.
+    if (now >= next_timer_) {
+      port_->timers(now);
+      if (cm_ != nullptr) cm_->poll(now);
+    }
+    // ports[1..]: every queue, into that port's engine (QP 1 to its CM service).
     for (PortDevice &d : devices_) {
       RoceEngine &e = *d.engine;
-      auto to_port_engine = [&e, now](rte_mbuf *, const uint8_t *f, uint32_t len) noexcept {
-        e.rx(f, len, now);
+      CmService *cm = d.cm;
+      auto to_port_engine = [&e, cm, now](rte_mbuf *, const uint8_t *f, uint32_t len) noexcept {
+        if (cm != nullptr && frame_dest_qpn(f, len) == kGsiQpn)
+          cm->rx(f, len, now);
+        else
+          e.rx(f, len, now);
         return port::RxVerdict::kAccepted;
       };
       for (uint16_t q = 0; q < nb_queues_; ++q)
         work += d.port->rx_burst(q, to_port_engine, now);
-      if (now >= next_timer_) d.port->timers(now);
+      if (now >= next_timer_) {
+        d.port->timers(now);
+        if (cm != nullptr) cm->poll(now);
+      }
     }
   } else {
     // Worker: RoCE frames for its own QPs to its engine, for other workers' QPs to their ring,
@@ -158,6 +182,7 @@ unsigned PollLoop<Port>::rx(uint64_t now) noexcept {
           rte_pktmbuf_free(m);
         } else if (ho_->ring(id_, o)->push(MbufRef{m})) {
           ++lc_.handoff_out;
+          note_push(o);
         } else {
           ++lc_.handoff_drop;
           rte_pktmbuf_free(m);
@@ -166,6 +191,7 @@ unsigned PollLoop<Port>::rx(uint64_t now) noexcept {
       }
       if (ho_->ring(id_, 0)->push(MbufRef{m})) {
         ++lc_.to_main;
+        note_push(0);
       } else {
         ++lc_.to_main_drop;
         rte_pktmbuf_free(m);
@@ -213,20 +239,25 @@ unsigned PollLoop<Port>::handoff_in(uint64_t now) noexcept {
 
 // Main: the control servers on the loop's thread (doc/uroced.md, Threading), polled with an
 // epoll timeout of 0 every kServeEveryNs of the loop's clock (why by time: doc/perf.md).
+// Returns the epoll events handled (work: a request may have activated something).
 template <class Port>
-void PollLoop<Port>::serve_control() noexcept {
-  if (last_now_ < next_serve_) return;
-  for (size_t i = 0; i < servers_.size(); ++i)
-    servers_[i]->poll(0, *server_daemons_[i]);
+unsigned PollLoop<Port>::serve_control(bool force) noexcept {
+  if (!force && last_now_ < next_serve_) return 0;
+  unsigned n = 0;
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    const int k = servers_[i]->poll(0, *server_daemons_[i]);
+    if (k > 0) n += static_cast<unsigned>(k);
+  }
   next_serve_ = last_now_ + kServeEveryNs;
+  return n;
 }
 
 template <class Port>
 void PollLoop<Port>::run(const std::atomic<bool> &stop) noexcept {
   while (!stop.load(std::memory_order_acquire)) {
-    const unsigned work = step();
-    if constexpr (kMain) serve_control();
-    idle_.after_pass(work);
+    unsigned work = step();
+    if constexpr (kMain) work += serve_control();
+    gate_.after_pass(work, last_now_, *this);
   }
   if constexpr (!kMain) {
     // The backlog gets a few more chances (the peer may still be reading); what is left is
@@ -235,6 +266,84 @@ void PollLoop<Port>::run(const std::atomic<bool> &stop) noexcept {
       port_->flush();
     port_->drop_pending();
   }
+}
+
+template <class Port>
+unsigned PollLoop<Port>::watch_sources() {
+  rx_sources_.clear();
+  auto add_port = [this](uint16_t port_id, uint16_t nq, uint16_t first) {
+    for (uint16_t q = first; q < first + nq; ++q)
+      rx_sources_.push_back(RxSource{port_id, q, port::rx_intr_fd(port_id, q)});
+  };
+  if constexpr (kMain) {
+    add_port(port_->port_id(), ho_ != nullptr ? 1 : nb_queues_, 0);
+    for (PortDevice &d : devices_)
+      add_port(d.port->port_id(), nb_queues_, 0);
+  } else {
+    add_port(port_->port_id(), 1, port_->queue());
+  }
+  unsigned uncovered = 0;
+  for (RxSource &r : rx_sources_) {
+    // Edge-triggered: the PMD reads the queue, this lcore only learns that it has frames.
+    if (r.fd >= 0 && sleeper_ != nullptr && sleeper_->watch(r.fd, WakeSource::kRx, true) != 0)
+      r.fd = -1;
+    if (r.fd < 0) ++uncovered;
+  }
+  if constexpr (kMain)
+    if (sleeper_ != nullptr)
+      for (ctl::Server *srv : servers_)  // level-triggered: readable while it has events
+        if (sleeper_->watch(srv->epoll_fd(), WakeSource::kControl, false) != 0)
+          throw port::PortError("cannot watch the control socket (epoll_ctl)");
+  return uncovered;
+}
+
+// Before the last pass ahead of a sleep (on) and after it (off): the flags the apps check after
+// publishing a doorbell, and the RX interrupts.
+template <class Port>
+void PollLoop<Port>::arm(bool on) noexcept {
+  if constexpr (kMain) {
+    if (daemon_ != nullptr) daemon_->arm_doorbells(on);
+    for (PortDevice &d : devices_)
+      if (d.daemon != nullptr) d.daemon->arm_doorbells(on);
+  }
+  for (const RxSource &r : rx_sources_)
+    if (r.fd >= 0) port::rx_intr_set(r.port_id, r.queue, on);
+}
+
+template <class Port>
+unsigned PollLoop<Port>::recheck() noexcept {
+  unsigned work = step();
+  if constexpr (kMain) work += serve_control(true);
+  return work;
+}
+
+// The earliest timer of this lcore's engines; *nap when something can progress without a
+// wake-up this lcore would hear of (an RX queue without interrupt on a link that is up, TX
+// frames the NIC has not taken, bridge work, QPs that can send, captured frames).
+template <class Port>
+uint64_t PollLoop<Port>::deadline(bool *nap) noexcept {
+  // A TX backlog on a link that is down waits for the link (memif without a peer keeps the
+  // start-up announcements): no nap for it.
+  uint64_t dl = engine_->next_timer_ns();
+  bool n =
+      engine_->active_qps() != 0 || (port_->tx_pending() != 0 && port::link_up(port_->port_id()));
+  if (daemon_ != nullptr && daemon_->pending(id_)) n = true;
+  for (PortDevice &d : devices_) {
+    const uint64_t t = d.engine->next_timer_ns();
+    if (t < dl) dl = t;
+    if (d.engine->active_qps() != 0 ||
+        (d.port->tx_pending() != 0 && port::link_up(d.port->port_id())))
+      n = true;
+    if (d.daemon != nullptr && d.daemon->pending(0)) n = true;
+  }
+  if (!n)
+    for (const RxSource &r : rx_sources_)
+      if (r.fd < 0 && port::link_up(r.port_id)) {
+        n = true;
+        break;
+      }
+  *nap = n;
+  return dl;
 }
 
 template class PollLoop<port::EthPort>;
@@ -248,8 +357,10 @@ int worker_lcore_main(void *arg) {
 }
 
 void WorkerGuard::stop() noexcept {
-  for (auto &w : lanes)
+  for (auto &w : lanes) {
     w->stop.store(true, std::memory_order_release);
+    w->loop->wake();
+  }
   rte_eal_mp_wait_lcore();
 }
 

@@ -19,8 +19,10 @@
 #include <vector>
 
 #include "ctl/server.h"
+#include "daemon/cm_service.h"
 #include "daemon/daemon.h"
 #include "daemon/lcore.h"
+#include "daemon/sleeper.h"
 #include "port/eth_port.h"
 #include "port/port_queue.h"
 #include "transport/engine.h"
@@ -74,24 +76,13 @@ struct LaneQueue {
 void add_lane_stats(unsigned w, const LaneCounters &c, const LaneQueue &q,
                     std::vector<ctl::StatEntry> &v);
 
-// After kIdleSpins passes without work, each further idle pass naps sleep_us (0: never naps).
-class IdlePolicy {
- public:
-  static constexpr unsigned kIdleSpins = 1024;
-  explicit IdlePolicy(uint32_t sleep_us) noexcept : sleep_us_(sleep_us) {}
-  void after_pass(unsigned work) noexcept;
-
- private:
-  uint32_t sleep_us_;
-  unsigned idle_ = 0;
-};
-
 // A further port's verbs device (ports[i], i >= 1; doc/uroced.md, Ports and devices): its own
 // engine and bridge, run by the main lcore's loop on every RX queue of that port.
 struct PortDevice {
   port::EthPort *port = nullptr;
   RoceEngine *engine = nullptr;
   Daemon *daemon = nullptr;  // nullptr until the bridge exists (and again at shutdown)
+  CmService *cm = nullptr;   // QP 1 of the port (nullptr: its frames go to the engine)
 };
 
 // One lcore's loop. Port is port::EthPort on the main lcore (worker 0: ARP / ND, timers, the
@@ -113,7 +104,11 @@ class PollLoop {
     HandOff *ho = nullptr;         // nullptr with one worker
     uint16_t nb_queues = 1;        // main: RX queues per port (with one worker, all of them)
     const uint8_t *mac = nullptr;  // worker: ports[0]'s MAC (frame classification)
-    uint32_t idle_sleep_us = 0;
+    // Sleeping when idle (doc/uroced.md): this lcore's Sleeper (nullptr: never sleeps) and
+    // every lcore's, indexed by worker (rung after pushing frames to that lcore).
+    Sleeper *sleeper = nullptr;
+    const std::vector<Sleeper *> *sleepers = nullptr;
+    IdleParams idle;
   };
   explicit PollLoop(const Config &c) noexcept;
 
@@ -121,9 +116,29 @@ class PollLoop {
   unsigned step() noexcept;
   // Steps until `stop` (acquire) is set, then (worker) drains or drops its TX backlog.
   void run(const std::atomic<bool> &stop) noexcept;
+  // Watches this lcore's wake-up sources (its RX queues' interrupts, main: the control
+  // servers). Call once the ports run and the servers listen, before run(). Returns how many
+  // of its RX queues have no interrupt (they are napped on).
+  unsigned watch_sources();
+  // Any thread: wakes the lcore if it sleeps (stop).
+  void wake() noexcept {
+    if (sleeper_ != nullptr) sleeper_->signal();
+  }
+  const IdleCounters *idle_counters() const noexcept {
+    return sleeper_ != nullptr ? &sleeper_->counters() : nullptr;
+  }
+
+  // IdleGate's view of the loop (daemon/sleeper.h).
+  void arm(bool on) noexcept;
+  unsigned recheck() noexcept;
+  uint64_t now() const noexcept { return clock_->now_ns(); }
+  uint64_t deadline(bool *nap) noexcept;
 
   // Wiring (before run, or on this lcore's thread).
   void set_daemon(Daemon *d) noexcept { daemon_ = d; }
+  // Main: QP 1 of ports[0] (frames for QP 1 go there instead of the engine; its timers run
+  // with the ARP / ND ones).
+  void set_cm(CmService *c) noexcept { cm_ = c; }
   std::vector<PortDevice> &devices() noexcept { return devices_; }  // main
   // Main: control server i serves daemon i, polled every kServeEveryNs of the loop's clock.
   void set_servers(std::vector<ctl::Server *> servers, std::vector<Daemon *> daemons);
@@ -141,7 +156,15 @@ class PollLoop {
   port::RxVerdict main_frame(rte_mbuf *m, const uint8_t *f, uint32_t len, uint64_t now) noexcept;
   unsigned rx(uint64_t now) noexcept;
   unsigned handoff_in(uint64_t now) noexcept;
-  void serve_control() noexcept;
+  unsigned serve_control(bool force = false) noexcept;
+  void note_push(unsigned to) noexcept { pushed_ |= uint64_t{1} << to; }
+  void ring_pushed() noexcept;
+  // An RX queue this lcore polls: its interrupt fd (-1: none).
+  struct RxSource {
+    uint16_t port_id;
+    uint16_t queue;
+    int fd;
+  };
 
   unsigned id_;
   Port *port_;
@@ -151,7 +174,12 @@ class PollLoop {
   uint16_t nb_queues_;
   const uint8_t *mac_;
   Daemon *daemon_ = nullptr;
-  IdlePolicy idle_;
+  CmService *cm_ = nullptr;
+  Sleeper *sleeper_;
+  const std::vector<Sleeper *> *sleepers_;
+  IdleGate gate_;
+  uint64_t pushed_ = 0;  // lcores this pass pushed frames to (rung at its end)
+  std::vector<RxSource> rx_sources_;
   LaneCounters lc_;
   uint64_t next_timer_ = 0;
   uint64_t last_now_ = 0;  // the clock at the start of the last step()

@@ -16,7 +16,8 @@ void Daemon::on_connect(ctl::Server &, const ctl::ClientInfo &ci) {
   rebuild_lists();
 }
 
-void Daemon::on_disconnect(ctl::Server &, const ctl::ClientInfo &ci, ctl::CtlError) {
+void Daemon::on_disconnect(ctl::Server &srv, const ctl::ClientInfo &ci, ctl::CtlError why) {
+  if (cm_ != nullptr) cm_->on_disconnect(srv, ci, why);  // its ids and channels (cm_service.h)
   auto it = sessions_.find(ci.id);
   if (it == sessions_.end()) return;
   // Off the doorbell list first: run_on's wait hook runs main's loop during the teardown.
@@ -53,7 +54,7 @@ void Daemon::rebuild_lists() {
 
 int Daemon::do_open_context(Session &s, ctl::Message &, Reply &r) {
   if (!s.has_db) {
-    const uint32_t slots = pow2_at_least(2 * (opt_.max_qp_per_session + kMaxSrqPerSession));
+    const uint32_t slots = pow2_at_least(2 * (opt_.quota.qps + opt_.quota.srqs));
     const int rc = make_ring("uroce-doorbell", abi::RingKind::kDoorbell, 0, sizeof(abi::Doorbell),
                              slots, &s.db_mem);
     if (rc) return rc;
@@ -63,15 +64,31 @@ int Daemon::do_open_context(Session &s, ctl::Message &, Reply &r) {
     auto ev = shm::EventFd::create();
     if (!ev) return -ev.error();
     s.async_ev = std::move(ev.value());
+    auto dbe = shm::EventFd::create();
+    if (!dbe) return -dbe.error();
+    s.db_ev = std::move(dbe.value());
+    // Edge-triggered, never read: each app write is one wake-up (doc/ipc.md, Sleeping
+    // consumers). The ring's consumer is main (worker 0).
+    if (!sleepers_.empty() && sleepers_[0] != nullptr) {
+      const int wrc = sleepers_[0]->watch(s.db_ev.fd(), WakeSource::kDoorbell, true);
+      if (wrc) return wrc;
+      s.db_watched = true;
+    }
     s.has_db = true;
   }
   ctl::OpenContextReply rep{};
   rep.doorbell = s.db_mem.geo;
-  rep.max_qp_per_session = opt_.max_qp_per_session;
+  rep.max_qp_per_session = opt_.quota.qps;
   r.set(rep);
   r.fd(s.db_mem.mem.memfd.fd());
   r.fd(s.async_ev.fd());
+  r.fd(s.db_ev.fd());
   return 0;
+}
+
+void Daemon::arm_doorbells(bool asleep) noexcept {
+  for (Session *s : live_sessions_)
+    if (s->has_db) s->db.set_asleep(asleep);
 }
 
 int Daemon::do_get_async_events(Session &s, ctl::Message &, Reply &r) {
@@ -89,7 +106,7 @@ int Daemon::do_get_async_events(Session &s, ctl::Message &, Reply &r) {
 }
 
 void Daemon::destroy_qp_obj(Session &s, Qp &q) {
-  const uint32_t idx = q.qpn - w_[q.worker]->qpn_base;
+  const uint32_t idx = w_[q.worker]->eng->qp_slot(q.qpn);
   qp_main_[q.worker][idx] = nullptr;  // main forwards no more doorbells for it
   run_on(q.worker, [&] {
     Worker &W = *w_[q.worker];
@@ -117,6 +134,9 @@ void Daemon::destroy_srq_obj(Srq &q) {
 // Everything the app owned, in dependency order. QPs go to ERR first: their queues are flushed
 // and the engine stops answering for them, so peers see the ordinary RC errors (retry exceeded).
 void Daemon::destroy_session(Session &s) {
+  // The app keeps its copy of the eventfd (the same open file): epoll would keep the entry.
+  if (s.db_watched) sleepers_[0]->unwatch(s.db_ev.fd());
+  s.db_watched = false;
   for (auto &kv : s.qps) {
     Qp &q = *kv.second;
     run_on(q.worker, [&] {

@@ -60,6 +60,9 @@ void Daemon::snapshot_stats() {
   add_stat(v, "bridge.async_unrouted", ctr.async_unrouted);
   add_stat(v, "bridge.async_lost", ctr.async_lost);
   add_stat(v, "bridge.doorbells_forwarded", ctr.doorbells_forwarded);
+  for (size_t i = 0; i < kQuotaKinds; ++i)
+    add_stat(v, std::string("quota.refused.") + quota_name(static_cast<QuotaKind>(i)),
+             quota_refused_[i]);
   // Every engine's counters, each copied on its own worker.
   transport::EngineCounters e;
   uint64_t active = 0;
@@ -109,6 +112,8 @@ void Daemon::snapshot_stats() {
     add_stat(v, pre + "qps", s.qps.size());
     add_stat(v, pre + "mrs", s.mrs.size());
     add_stat(v, pre + "cqs", s.cqs.size());
+    add_stat(v, pre + "mr_bytes", s.mr_bytes);
+    add_stat(v, pre + "quota_refused", s.quota_refused);
     for (auto &qkv : s.qps) {
       const uint32_t qpn = qkv.first;
       const unsigned ow = qkv.second->worker;
@@ -116,12 +121,24 @@ void Daemon::snapshot_stats() {
       const transport::QpCounters *c = nullptr;
       transport::QpAttr a;
       transport::QpInitAttr init;
+      // The DCQCN reaction point (doc/congestion.md), when the port runs algorithm = dcqcn.
+      bool rp_on = false, rp_throttled = false;
+      double rp_rate = 0, rp_target = 0;
+      transport::DcqcnRp::Stats rps;
       run_on(ow, [&] {
         const transport::QpCounters *x = w_[ow]->eng->qp_counters(qpn);
         if (x == nullptr) return;
         cc = *x;
         c = &cc;
         w_[ow]->eng->query_qp(qpn, &a, &init);
+        const transport::DcqcnRp *rp = w_[ow]->eng->qp_rp(qpn);
+        if (rp && w_[ow]->eng->config().dcqcn) {
+          rp_on = true;
+          rp_throttled = rp->throttled();
+          rp_rate = rp->rate_mbps();
+          rp_target = rp->target_mbps();
+          rps = rp->stats();
+        }
       });
       if (c == nullptr) continue;
       const std::string q = "qp." + std::to_string(qpn) + ".";
@@ -143,6 +160,15 @@ void Daemon::snapshot_stats() {
       add_stat(v, q + "cnp_rcvd", c->cnp_rcvd);
       add_stat(v, q + "window_cuts", c->window_cuts);
       add_stat(v, q + "window_restores", c->window_restores);
+      if (rp_on) {
+        add_stat(v, q + "cc_throttled", rp_throttled ? 1 : 0);
+        add_stat(v, q + "cc_rate_mbps", static_cast<uint64_t>(rp_rate));
+        add_stat(v, q + "cc_target_mbps", static_cast<uint64_t>(rp_target));
+        add_stat(v, q + "cc_cnps_handled", rps.cnps);
+        add_stat(v, q + "cc_rate_cuts", rps.cuts);
+        add_stat(v, q + "cc_rate_increases", rps.increases);
+        add_stat(v, q + "cc_releases", rps.releases);
+      }
     }
   }
   stats_ = std::move(v);

@@ -26,6 +26,7 @@ int Daemon::do_create_cq(Session &s, ctl::Message &m, Reply &r) {
   if (!m.payload_as(&p) || p.cqe == 0 || p.cqe > cfg0_.max_cqe) return -EINVAL;
   const uint32_t depth = pow2_at_least(p.cqe);
   if (depth > cfg0_.max_cqe) return -EINVAL;
+  if (const int q = check_quota(s, QuotaKind::kCqs)) return q;
   const uint32_t h = free_handle(cq_by_handle_);
   if (h == 0) return -ENOMEM;
   auto c = std::make_unique<Cq>();
@@ -70,6 +71,10 @@ uint32_t Daemon::cq_on(Cq &c, unsigned w) {
     fwd = std::make_unique<LocalRing<abi::Cqe>>(c.depth);
     mem.mem = fwd->mem();
     mem.bytes = fwd->bytes();
+    lane.daemon = this;
+    lane.owner = static_cast<unsigned>(c.worker);
+    mem.event = &Daemon::fwd_event;
+    mem.ctx = &lane;
   }
   mem.slot_size = sizeof(abi::Cqe);
   mem.slots = c.depth;
@@ -130,7 +135,7 @@ int Daemon::do_create_srq(Session &s, ctl::Message &m, Reply &r) {
   if (!m.payload_as(&p) || !s.has_db || !s.pds.count(p.pd)) return -EINVAL;
   if (p.max_wr == 0 || p.max_wr > transport::kMaxWr || p.max_sge == 0 || p.max_sge > 31)
     return -EINVAL;
-  if (s.srqs.size() >= kMaxSrqPerSession) return -ENOMEM;
+  if (const int q = check_quota(s, QuotaKind::kSrqs)) return q;
   const uint32_t slot = abi::recv_slot_size(p.max_sge);
   const uint32_t slots = pow2_at_least(p.max_wr);
   if (p.srq_limit > slots) return -EINVAL;  // the engine's modify_srq rule

@@ -35,7 +35,9 @@ int Daemon::do_reg_mr(Session &s, ctl::Message &m, Reply &r) {
   if (p.length == 0 || p.offset > (uint64_t{1} << 57) || p.length > (uint64_t{1} << 40) ||
       p.app_va + p.length < p.app_va)
     return -EINVAL;
-  if (s.mrs.size() >= opt_.max_mr_per_session) return -ENOMEM;
+  const uint64_t pages =
+      shm::round_up_page(p.offset + p.length) - (p.offset & ~uint64_t{shm::kPageSize - 1});
+  if (const int q = check_quota(s, QuotaKind::kMrBytes, pages)) return q;
   // Sealed against shrinking, or the app could truncate it under our mapping (SIGBUS).
   auto fd = shm::Memfd::adopt(std::move(m.fds[0]), p.offset + p.length);
   if (!fd) return -fd.error();
@@ -47,19 +49,26 @@ int Daemon::do_reg_mr(Session &s, ctl::Message &m, Reply &r) {
   uint8_t *host = reinterpret_cast<uint8_t *>(map->data()) + (p.offset - start);
   uint32_t lkey = 0, rkey = 0;
   int rc = 0;
+  // The first engine draws the key (random, doc/security.md); the others register the region
+  // under that key, so every worker finds it by the same lkey / rkey.
+  uint32_t minted = 0;
   const uint32_t key = replicate(
       [&](DaemonEngine &e) -> uint32_t {
         uint32_t l = 0, k = 0;
-        const int e_rc = e.reg_mr(p.pd, host, p.app_va, p.length, p.access, &l, &k);
+        const int e_rc = minted
+                             ? e.reg_mr_with_key(minted, p.pd, host, p.app_va, p.length, p.access)
+                             : e.reg_mr(p.pd, host, p.app_va, p.length, p.access, &l, &k);
         if (e_rc) {
           rc = e_rc;
           return 0;
         }
-        return l;
+        if (!minted) minted = l;
+        return minted;
       },
       [](DaemonEngine &e, uint32_t h) { e.dereg_mr(h); });
   if (key == 0) return rc ? -rc : -EIO;
   lkey = rkey = key;
+  s.mr_bytes += map->size();
   s.mrs[lkey] = std::move(map.value());
   r.set(ctl::RegMrReply{lkey, rkey});
   return 0;
@@ -75,6 +84,7 @@ int Daemon::do_dereg_mr(Session &s, ctl::Message &m, Reply &) {
   if (rc) return -rc;
   for (unsigned w = 1; w < w_.size(); ++w)
     run_on(w, [&] { w_[w]->eng->dereg_mr(h.handle); });
+  s.mr_bytes -= it->second.size();
   s.mrs.erase(it);
   return 0;
 }

@@ -16,7 +16,7 @@ int Daemon::do_create_qp(Session &s, ctl::Message &m, Reply &r) {
   if (p.max_send_wr > transport::kMaxWr || p.max_recv_wr > transport::kMaxWr ||
       p.max_send_sge > transport::kMaxSge || p.max_recv_sge > transport::kMaxSge)
     return -EINVAL;
-  if (s.qps.size() >= opt_.max_qp_per_session) return -ENOMEM;
+  if (const int q = check_quota(s, QuotaKind::kQps)) return q;
   const uint32_t ssge = p.max_send_sge ? p.max_send_sge : 1;
   const uint32_t rsge = p.max_recv_sge ? p.max_recv_sge : 1;
   const uint32_t sslot = abi::send_slot_size(ssge, p.max_inline_data);
@@ -83,7 +83,7 @@ int Daemon::do_create_qp(Session &s, ctl::Message &m, Reply &r) {
     }
     if (qpn == 0) return;
     q->qpn = qpn;
-    W.qp_by_index[qpn - W.qpn_base] = q.get();
+    W.qp_by_index[W.eng->qp_slot(qpn)] = q.get();
   });
   if (qpn == 0) return -ENOMEM;
   ++scq->qp_refs;
@@ -103,7 +103,7 @@ int Daemon::do_create_qp(Session &s, ctl::Message &m, Reply &r) {
   r.set(rep);
   r.fd(q->sq_mem.mem.memfd.fd());
   if (q->has_rq) r.fd(q->rq_mem.mem.memfd.fd());
-  qp_main_[w][qpn - w_[w]->qpn_base] = q.get();
+  qp_main_[w][w_[w]->eng->qp_slot(qpn)] = q.get();
   s.qps[qpn] = std::move(q);
   return 0;
 }

@@ -86,7 +86,14 @@ void EthPort::setup(const config::PortConfig &pc, const config::DaemonConfig &dc
 
   rte_eth_conf conf{};
   if (ethdev_mtu) conf.rxmode.mtu = pc.mtu;
+  // RX interrupts where the PMD has them (an idle lcore sleeps on them: port/rx_intr.h);
+  // configured again without them if the PMD refuses.
+  conf.intr_conf.rxq = 1;
   r = rte_eth_dev_configure(port_id_, nb_queues, nb_queues, &conf);
+  if (r != 0) {
+    conf.intr_conf.rxq = 0;
+    r = rte_eth_dev_configure(port_id_, nb_queues, nb_queues, &conf);
+  }
   if (r != 0) fail(name_, "rte_eth_dev_configure (MTU " + std::to_string(pc.mtu) + ")", r);
   uint16_t nrx = dc.rx_desc, ntx = dc.tx_desc;
   r = rte_eth_dev_adjust_nb_rx_tx_desc(port_id_, &nrx, &ntx);

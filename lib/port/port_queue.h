@@ -129,6 +129,8 @@ class PortQueue {
   }
 
   uint16_t queue() const noexcept { return queue_; }
+  uint16_t port_id() const noexcept { return port_id_; }
+  bool capturing() const noexcept { return capture_ != nullptr; }
   const QueueCounters &counters() const noexcept { return c_; }
 
  private:

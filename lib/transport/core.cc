@@ -13,13 +13,16 @@ EngineCoreT<Q>::EngineCoreT(const EngineConfig &cfg)
     : cfg_(cfg),
       wheel_(cfg.timer_tick_ns, 0),
       pds_(cfg.max_pd),
-      mrs_(cfg.max_mr, cfg.seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull),
+      mrs_(cfg.max_mr, cfg.seed ? cfg.seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull : 0),
       cqs_(new CompletionQueue[cfg.max_cq]),
       srqs_(new SharedRecvQueue[cfg.max_srq]),
       ahs_(new Ah[cfg.max_ah]),
       qps_(new Qp[cfg.max_qp]),
+      qp_slot_of_(new uint16_t[1u << 16]()),
+      qpn_rng_(cfg.seed ? util::Csprng(cfg.seed ^ 0x5150'4E00'0000'0000ull) : util::Csprng()),
       dirty_(new uint32_t[cfg.max_cq ? cfg.max_cq : 1]) {
-  if (cfg_.qpn_base < 2) cfg_.qpn_base = 2;  // QP0 / QP1 are the special QPs
+  cfg_.qpn_base &= 0xff0000u;                              // the prefix; the rest is random
+  if (cfg_.max_qp > kMaxQpnLow) cfg_.max_qp = kMaxQpnLow;  // 16 bits, minus QP0 / QP1
   for (uint32_t i = 0; i < cfg_.max_qp; ++i) {
     qps_[i].index = i;
     qps_[i].retrans_timer.qp_index = i;
@@ -44,6 +47,16 @@ int EngineCoreT<Q>::reg_mr(uint32_t pd, void *host, uint64_t app_va, uint64_t le
   pds_.ref(pd);
   *lkey = key;
   *rkey = key;
+  return 0;
+}
+
+template <class Q>
+int EngineCoreT<Q>::reg_mr_with_key(uint32_t key, uint32_t pd, void *host, uint64_t app_va,
+                                    uint64_t len, uint32_t access) noexcept {
+  if (!pds_.valid(pd)) return EINVAL;
+  const int rc = mrs_.reg_with_key(key, pd, static_cast<uint8_t *>(host), app_va, len, access);
+  if (rc) return rc;
+  pds_.ref(pd);
   return 0;
 }
 

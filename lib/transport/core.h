@@ -45,10 +45,16 @@ struct EngineConfig {
   uint32_t max_srq = 64;
   uint32_t max_ah = 256;
   uint32_t max_cqe = 1u << 16;
-  uint32_t qpn_base = 0x11;           // first QPN (rxe starts at 17 as well)
-  uint64_t seed = 1;                  // key tags
+  // Bits 16..23: the QPN prefix every QP of this engine carries (uroced: the owning worker,
+  // daemon/lcore.h); the low 16 bits of a QPN are drawn at random (>= 2) at each create_qp.
+  uint32_t qpn_base = 0x11;
+  // Memory keys and QPNs (doc/security.md): 0 draws them from a getrandom(2)-keyed CSPRNG
+  // (uroced); another value makes them reproducible (tests, fuzzers: never facing an attacker).
+  uint64_t seed = 0;
   bool ecn = false;                   // mark data packets ECT(0)
   uint64_t cnp_interval_ns = 50'000;  // at most one CNP per QP per interval (DCQCN NP)
+  int16_t cnp_dscp = -1;              // DSCP of CNPs (ConnectX cnp_dscp); -1: the QP's own
+  int8_t cnp_pcp = -1;                // 802.1p priority of CNPs on a VLAN path; -1: the QP's
   uint32_t tx_budget = 16;            // packets a QP may send per poll (fairness)
   uint32_t max_inflight_psn = 256;    // requester window: unacknowledged PSNs
   uint32_t ack_req_every = 64;        // set AckReq at least every N packets of a long message
@@ -115,6 +121,10 @@ class EngineCoreT {
   // 0 / EINVAL / ENOMEM. lkey == rkey.
   int reg_mr(uint32_t pd, void *host, uint64_t app_va, uint64_t len, uint32_t access,
              uint32_t *lkey, uint32_t *rkey) noexcept;
+  // The same with the key chosen by the caller (the daemon mints a key in one engine and
+  // registers the region under it in the others): 0 / EINVAL / EBUSY (the key's slot is taken).
+  int reg_mr_with_key(uint32_t key, uint32_t pd, void *host, uint64_t app_va, uint64_t len,
+                      uint32_t access) noexcept;
   int dereg_mr(uint32_t lkey) noexcept;
   // The CQ / SRQ / QP memory (Q::CqMem, Q::SrqMem, Q::QpMem): nothing for PrivateQueues, the
   // app's rings for RingQueues.
@@ -126,7 +136,8 @@ class EngineCoreT {
   int destroy_srq(uint32_t srq) noexcept;
   uint32_t create_ah(uint32_t pd, const AhAttr &attr) noexcept;
   int destroy_ah(uint32_t ah) noexcept;
-  // Returns the QPN (>= qpn_base) or 0 (EINVAL-class argument error / table full).
+  // Returns the QPN (the qpn_base prefix | 16 random bits, a slot's next QPN differing from
+  // its last) or 0 (EINVAL-class argument error / table full).
   uint32_t create_qp(const QpInitAttr &init, const typename Q::QpMem &mem = {});
   int modify_qp(uint32_t qpn, const QpAttr &attr, uint32_t mask) noexcept;
   int query_qp(uint32_t qpn, QpAttr *attr, QpInitAttr *init) const noexcept;
@@ -194,18 +205,25 @@ class EngineCoreT {
   // Bytes a QP with this init attr occupies while idle (tables + its queues).
   static size_t qp_footprint(const QpInitAttr &init) noexcept;
   const EngineConfig &config() const noexcept { return cfg_; }
+  // The table slot (0 .. max_qp - 1) of a live QP, UINT32_MAX for an unknown QPN. A slot's
+  // entry is written only by create_qp / destroy_qp: another thread may ask about a QP whose
+  // creation happened-before (uroced's main lcore, through its command ring).
+  uint32_t qp_slot(uint32_t qpn) const noexcept {
+    const Qp *q = find_qp(qpn);
+    return q ? q->index : UINT32_MAX;
+  }
 
  protected:
   // ---- helpers shared by the roles ----
+  // One index by the QPN's low 16 bits, then the whole QPN compared.
   Qp *find_qp(uint32_t qpn) noexcept {
-    const uint32_t i = qpn - cfg_.qpn_base;
-    if (i >= cfg_.max_qp || !qps_[i].in_use) return nullptr;
-    return &qps_[i];
+    const uint32_t s = qp_slot_of_[qpn & 0xffffu];
+    if (s == 0) return nullptr;
+    Qp &q = qps_[s - 1];
+    return q.in_use && q.qpn == qpn ? &q : nullptr;
   }
   const Qp *find_qp(uint32_t qpn) const noexcept {
-    const uint32_t i = qpn - cfg_.qpn_base;
-    if (i >= cfg_.max_qp || !qps_[i].in_use) return nullptr;
-    return &qps_[i];
+    return const_cast<EngineCoreT *>(this)->find_qp(qpn);
   }
   bool valid_cq(uint32_t cq) const noexcept {
     return cq >= 1 && cq <= cfg_.max_cq && cqs_[cq - 1].in_use();
@@ -244,9 +262,14 @@ class EngineCoreT {
       return;
     off += wire::UdpHdr::kSize;
     if (len < off + wire::Bth::kSize) return;
-    const uint32_t i = wire::be::load24(f + off + 5) - cfg_.qpn_base;
-    if (i < cfg_.max_qp) prefetch_qp(&qps_[i]);
+    const uint32_t s = qp_slot_of_[wire::be::load24(f + off + 5) & 0xffffu];
+    if (s != 0) prefetch_qp(&qps_[s - 1]);
   }
+
+  // QPN low halves 2..0xffff: the most QPs one engine can hold.
+  static constexpr uint32_t kMaxQpnLow = 0xfffe;
+  // A QPN for a new QP: the prefix | a random unused low half, not `old_qpn` (the slot's last).
+  uint32_t draw_qpn(uint32_t old_qpn) noexcept;
 
   void activate(Qp &qp) noexcept {
     if (qp.active) return;
@@ -361,6 +384,8 @@ class EngineCoreT {
   };
   std::unique_ptr<Ah[]> ahs_;
   std::unique_ptr<Qp[]> qps_;
+  std::unique_ptr<uint16_t[]> qp_slot_of_;  // QPN & 0xffff -> slot + 1 (0: none)
+  util::Csprng qpn_rng_;
   Qp *act_head_ = nullptr;
   uint32_t active_count_ = 0;
   std::unique_ptr<uint32_t[]> dirty_;  // circular list of CQ handles, max_cq slots

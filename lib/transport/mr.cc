@@ -23,56 +23,73 @@ int PdTable::dealloc(uint32_t pd) noexcept {
   return 0;
 }
 
+namespace {
+uint32_t slots_for(uint32_t cap) noexcept {
+  uint32_t n = 2;
+  while (n < 2 * cap)
+    n <<= 1;
+  return n;
+}
+}  // namespace
+
 MrTable::MrTable(uint32_t capacity, uint64_t seed)
     : cap_(capacity < (1u << 24) ? capacity : (1u << 24)),
-      rng_(seed | 1),
-      mr_(new MemoryRegion[cap_]()) {}
+      mask_(slots_for(cap_) - 1),
+      rng_(seed ? util::Csprng(seed) : util::Csprng()),
+      mr_(new MemoryRegion[mask_ + 1]()) {}
 
-uint8_t MrTable::next_tag(uint8_t old) noexcept {
-  // xorshift64*: not cryptographic, but not derivable from the index either.
-  rng_ ^= rng_ >> 12;
-  rng_ ^= rng_ << 25;
-  rng_ ^= rng_ >> 27;
-  const uint64_t r = rng_ * 0x2545F4914F6CDD1Dull;
-  // 1..255: a tag is never 0, so no key is 0 (callers, the daemon's replication among them, and
-  // verbs apps read a zero key as "none").
-  uint8_t t = static_cast<uint8_t>(1 + (r >> 56) % 255);
-  if (t == old) t = static_cast<uint8_t>(1 + t % 255);  // the next non-zero value
-  return t;
+bool MrTable::valid_args(uint8_t *host, uint64_t va, uint64_t len, uint32_t access) noexcept {
+  if (host == nullptr || len == 0 || va + len < va) return false;
+  // IBTA 10.6.3.1 / ib_check_mr_access: remote write or atomic needs local write.
+  if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(access & kAccessLocalWrite))
+    return false;
+  constexpr uint32_t kKnown = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
+                              kAccessRemoteAtomic | kAccessMwBind | kAccessZeroBased |
+                              kAccessHugetlb | kAccessRelaxedOrdering;
+  return (access & ~kKnown) == 0;
+}
+
+void MrTable::fill(MemoryRegion &m, uint32_t key, uint32_t pd, uint8_t *host, uint64_t va,
+                   uint64_t len, uint32_t access) noexcept {
+  m.host = host;
+  m.va = (access & kAccessZeroBased) ? 0 : va;
+  m.length = len;
+  m.access = access;
+  m.pd = pd;
+  m.key = key;
+  m.state = MemoryRegion::State::kValid;
+  ++in_use_;
 }
 
 int MrTable::reg(uint32_t pd, uint8_t *host, uint64_t va, uint64_t len, uint32_t access,
                  uint32_t *key) noexcept {
-  if (host == nullptr || len == 0 || va + len < va) return EINVAL;
-  // IBTA 10.6.3.1 / ib_check_mr_access: remote write or atomic needs local write.
-  if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(access & kAccessLocalWrite))
-    return EINVAL;
-  constexpr uint32_t kKnown = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
-                              kAccessRemoteAtomic | kAccessMwBind | kAccessZeroBased |
-                              kAccessHugetlb | kAccessRelaxedOrdering;
-  if (access & ~kKnown) return EINVAL;
-  for (uint32_t i = 0; i < cap_; ++i) {
-    MemoryRegion &m = mr_[i];
-    if (m.state != MemoryRegion::State::kFree) continue;
-    const uint8_t tag = next_tag(static_cast<uint8_t>(m.key));
-    m.host = host;
-    m.va = (access & kAccessZeroBased) ? 0 : va;
-    m.length = len;
-    m.access = access;
-    m.pd = pd;
-    m.key = (i << 8) | tag;
-    m.state = MemoryRegion::State::kValid;
-    ++in_use_;
-    *key = m.key;
+  if (!valid_args(host, va, len, access)) return EINVAL;
+  if (in_use_ >= cap_) return ENOMEM;
+  // At least half the slots are free: each draw lands on one with probability >= 1/2, so the
+  // loop ends after 2 draws on average (2^-64 to need more than 64).
+  for (;;) {
+    const uint32_t k = rng_.next_u32();
+    MemoryRegion &m = mr_[k & mask_];
+    // Key 0 is "none" to callers (the daemon's replication, verbs apps); a slot's next key
+    // differs from its last one so that a stale key stays dead.
+    if (m.state != MemoryRegion::State::kFree || k == 0 || k == m.key) continue;
+    fill(m, k, pd, host, va, len, access);
+    *key = k;
     return 0;
   }
-  return ENOMEM;
+}
+
+int MrTable::reg_with_key(uint32_t key, uint32_t pd, uint8_t *host, uint64_t va, uint64_t len,
+                          uint32_t access) noexcept {
+  if (key == 0 || !valid_args(host, va, len, access)) return EINVAL;
+  MemoryRegion &m = mr_[key & mask_];
+  if (m.state != MemoryRegion::State::kFree || in_use_ >= cap_) return EBUSY;
+  fill(m, key, pd, host, va, len, access);
+  return 0;
 }
 
 int MrTable::dereg(uint32_t key, uint32_t *pd_out) noexcept {
-  const uint32_t idx = key >> 8;
-  if (idx >= cap_) return EINVAL;
-  MemoryRegion &m = mr_[idx];
+  MemoryRegion &m = mr_[key & mask_];
   if (m.state == MemoryRegion::State::kFree || m.key != key) return EINVAL;
   *pd_out = m.pd;
   m.state = MemoryRegion::State::kFree;
@@ -82,9 +99,7 @@ int MrTable::dereg(uint32_t key, uint32_t *pd_out) noexcept {
 }
 
 int MrTable::invalidate(uint32_t key, uint32_t pd) noexcept {
-  const uint32_t idx = key >> 8;
-  if (idx >= cap_) return EINVAL;
-  MemoryRegion &m = mr_[idx];
+  MemoryRegion &m = mr_[key & mask_];
   if (m.state != MemoryRegion::State::kValid || m.key != key || m.pd != pd) return EINVAL;
   m.state = MemoryRegion::State::kInvalid;
   return 0;

@@ -2,17 +2,22 @@
 // Protection domains and memory regions: every key check on a local SGE or a remote
 // (rkey, va, length) triple happens here, before any byte moves.
 //
-// Keys: lkey == rkey = index << 8 | tag. The 8-bit tag (1..255: no key is 0) is drawn from a
-// seeded generator each time a slot is (re)used and always differs from the slot's previous
-// tag, so a key kept after
-// dereg_mr never matches the slot's next region. Bounds checks are written so that no
-// intermediate value can overflow: va >= mr.va && len <= mr.len && va - mr.va <= mr.len - len.
+// Keys (doc/security.md): lkey == rkey, 32 bits drawn from a CSPRNG (util/csprng.h, keyed
+// from getrandom(2) unless the table is seeded for a test). The table has 2^b slots, at least
+// twice the capacity; a key's low b bits name its slot, so lookup is one index and one
+// comparison of the whole key. A new key is drawn uniformly among the keys whose slot is free
+// (at most half are taken, so ~2 draws): the high 32 - b bits are uniform and the low b bits
+// uniform over the free slots, >= 31 bits an attacker must guess. No key is 0, and a slot's
+// next key always differs from its previous one, so a key kept after dereg_mr never matches
+// the slot's next region. Bounds checks are written so that no intermediate value can
+// overflow: va >= mr.va && len <= mr.len && va - mr.va <= mr.len - len.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
 #include "transport/verbs_types.h"
+#include "util/csprng.h"
 
 namespace uroce::transport {
 
@@ -55,6 +60,7 @@ class PdTable {
 
 class MrTable {
  public:
+  // seed 0: keys from a getrandom(2)-keyed CSPRNG (uroced); else reproducible (tests).
   MrTable(uint32_t capacity, uint64_t seed);
 
   // Registers [va, va + len) of the application, reachable at `host` here. Returns 0, EINVAL
@@ -62,6 +68,10 @@ class MrTable {
   // ENOMEM (table full). The key is written to *key (lkey == rkey).
   int reg(uint32_t pd, uint8_t *host, uint64_t va, uint64_t len, uint32_t access,
           uint32_t *key) noexcept;
+  // The same with the key chosen by the caller (one key for a region replicated in several
+  // engines): 0, EINVAL (as reg, or key 0) or EBUSY (the key's slot is taken).
+  int reg_with_key(uint32_t key, uint32_t pd, uint8_t *host, uint64_t va, uint64_t len,
+                   uint32_t access) noexcept;
   // 0 or EINVAL (unknown key). Returns the region's PD through *pd_out for refcounting.
   int dereg(uint32_t key, uint32_t *pd_out) noexcept;
   // Remote invalidation (SEND_WITH_INV): the region stops matching its rkey. 0 or EINVAL.
@@ -70,9 +80,7 @@ class MrTable {
   // The fast-path check. On kOk, *host points at the byte for `va`.
   MrCheck check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t need,
                 uint8_t **host) const noexcept {
-    const uint32_t idx = key >> 8;
-    if (idx >= cap_) return MrCheck::kBadKey;
-    const MemoryRegion &m = mr_[idx];
+    const MemoryRegion &m = mr_[key & mask_];
     if (m.state != MemoryRegion::State::kValid || m.key != key) return MrCheck::kBadKey;
     if (m.pd != pd) return MrCheck::kWrongPd;
     if ((m.access & need) != need) return MrCheck::kNoAccess;
@@ -82,20 +90,23 @@ class MrTable {
   }
 
   const MemoryRegion *find(uint32_t key) const noexcept {
-    const uint32_t idx = key >> 8;
-    if (idx >= cap_ || mr_[idx].key != key || mr_[idx].state == MemoryRegion::State::kFree)
-      return nullptr;
-    return &mr_[idx];
+    const MemoryRegion &m = mr_[key & mask_];
+    if (m.key != key || m.state == MemoryRegion::State::kFree) return nullptr;
+    return &m;
   }
   uint32_t in_use() const noexcept { return in_use_; }
+  uint32_t capacity() const noexcept { return cap_; }
 
  private:
-  uint8_t next_tag(uint8_t old) noexcept;
+  static bool valid_args(uint8_t *host, uint64_t va, uint64_t len, uint32_t access) noexcept;
+  void fill(MemoryRegion &m, uint32_t key, uint32_t pd, uint8_t *host, uint64_t va, uint64_t len,
+            uint32_t access) noexcept;
 
-  uint32_t cap_;
+  uint32_t cap_;   // regions at most (<= half the slots)
+  uint32_t mask_;  // slots - 1
   uint32_t in_use_ = 0;
-  uint64_t rng_;
-  std::unique_ptr<MemoryRegion[]> mr_;
+  util::Csprng rng_;
+  std::unique_ptr<MemoryRegion[]> mr_;  // mask_ + 1 slots
 };
 
 }  // namespace uroce::transport

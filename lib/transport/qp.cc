@@ -63,6 +63,7 @@ uint32_t EngineCoreT<Q>::create_qp(const QpInitAttr &init, const typename Q::QpM
   for (uint32_t i = 0; i < cfg_.max_qp; ++i) {
     Qp &q = qps_[i];
     if (q.in_use) continue;
+    const uint32_t old_qpn = q.qpn;
     // Reset every field but the fixed identity (timers are disarmed when a QP is destroyed).
     q.~Qp();
     new (&q) Qp();
@@ -73,7 +74,7 @@ uint32_t EngineCoreT<Q>::create_qp(const QpInitAttr &init, const typename Q::QpM
     q.rnr_timer.kind = kTimerRnr;
     cc_init_qp(q);
     q.in_use = true;
-    q.qpn = cfg_.qpn_base + i;
+    q.qpn = draw_qpn(old_qpn);
     q.type = init.qp_type;
     q.state = QpState::kReset;
     q.pd = init.pd;
@@ -103,6 +104,7 @@ uint32_t EngineCoreT<Q>::create_qp(const QpInitAttr &init, const typename Q::QpM
     ++cqs_[q.send_cq - 1].refs;
     ++cqs_[q.recv_cq - 1].refs;
     if (q.srq) ++srqs_[q.srq - 1].refs;
+    qp_slot_of_[q.qpn & 0xffffu] = static_cast<uint16_t>(i + 1);
     return q.qpn;
   }
   return 0;
@@ -124,7 +126,20 @@ int EngineCoreT<Q>::destroy_qp(uint32_t qpn) noexcept {
   q->rq.release();
   q->resp_sge.reset();
   q->in_use = false;
+  qp_slot_of_[q->qpn & 0xffffu] = 0;
   return 0;
+}
+
+template <class Q>
+uint32_t EngineCoreT<Q>::draw_qpn(uint32_t old_qpn) noexcept {
+  // Uniform over the unused low halves 2..0xffff (QP0 / QP1 are special); at most max_qp of
+  // 65534 are used, so few draws unless the table is nearly full.
+  // (The last QPN is taken again only when it is the one value left.)
+  for (uint32_t tries = 0;; ++tries) {
+    const uint32_t low = 2 + qpn_rng_.uniform(kMaxQpnLow);
+    const uint32_t qpn = cfg_.qpn_base | low;
+    if (qp_slot_of_[low] == 0 && (qpn != old_qpn || tries > (1u << 22))) return qpn;
+  }
 }
 
 template <class Q>

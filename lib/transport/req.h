@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "transport/engine.h"
+#include "transport/rnr.h"
 #include "wire/psn.h"
 
 namespace uroce::transport {
@@ -175,6 +176,14 @@ uint32_t Engine<Port, Clk, Q>::run_requester(Qp &qp, uint32_t budget, bool *port
           if (out >= (qp.window ? qp.window : cfg_.max_inflight_psn) ||
               (qp.window && out == (qp.window + 1) / 2))
             ackreq = true;
+          // A paced QP also asks once its unacknowledged packets took a quarter of the ACK
+          // timeout to leave (at a low rate, ack_req_every packets could outlast the timeout).
+          if (qp.paced && !ackreq) {
+            const uint64_t t = ack_timeout_ns(qp.timeout);
+            const uint64_t paced_ns = uint64_t{qp.noack_pkts} * (qp.mtu + this->kPaceOverhead) *
+                                      8'000'000'000 / qp.pacer.rate_bps();
+            if (t != 0 && paced_ns >= t / 4) ackreq = true;
+          }
           if (ackreq) qp.noack_pkts = 0;
         }
         const uint8_t opcode = detail::request_opcode(qp.type, w->opcode, first, last);

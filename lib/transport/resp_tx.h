@@ -59,9 +59,13 @@ bool Engine<Port, Clk, Q>::send_ack(Qp &qp, uint8_t syndrome, uint32_t psn, uint
 template <TxPort Port, Clock Clk, class Q>
 bool Engine<Port, Clk, Q>::send_cnp(Qp &qp) noexcept {
   // RoCE v2 CNP (Annex A17.9.3): BTH opcode 0x81, BECN set, destination = the QP whose packet
-  // was marked, PSN 0, 16 reserved bytes; not ECN-capable itself.
+  // was marked, PSN 0, 16 reserved bytes; not ECN-capable itself. DSCP and 802.1p priority
+  // from the configuration (ConnectX cnp_dscp / cnp_802p_prio) unless left at -1.
+  wire::PathInfo path = qp.path;
+  if (cfg_.cnp_dscp >= 0) path.dscp = static_cast<uint8_t>(cfg_.cnp_dscp);
+  if (cfg_.cnp_pcp >= 0) path.vlan_pcp = static_cast<uint8_t>(cfg_.cnp_pcp);
   wire::PacketDesc d;
-  d.path = &qp.path;
+  d.path = &path;
   d.ip_id = ip_id_++;
   d.f.opcode = wire::op::kCnp;
   d.f.becn = true;

@@ -10,6 +10,7 @@
 // with lib/wire's parse_frame (ICRC and UDP checksum verified), from the engine to the peer;
 // every completion names one of our QPs and has a valid status and opcode; the read-only MR
 // (remote read, no local write) is unchanged at the end.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -102,6 +103,7 @@ struct Setup {
   std::unique_ptr<uint8_t[]> mem[kNumMrs];
   uint32_t key[kNumMrs] = {};
   uint32_t qpn[kNumQps] = {};
+  uint32_t unknown_qpn = 0;  // same prefix, names no QP
   uint32_t pd = 0, cq = 0, srq = 0, ah = 0;
 
   explicit Setup(bool refuse_some) {
@@ -115,6 +117,7 @@ struct Setup {
     c.max_ah = 2;
     c.max_cqe = 1024;
     c.qpn_base = kQpnBase;
+    c.seed = 1;  // reproducible keys and QPNs
     eng = std::make_unique<Eng>(port, clock, c);
     pd = eng->create_pd();
     cq = eng->create_cq(1024);
@@ -149,8 +152,11 @@ struct Setup {
       ia.srq = i == 1 ? srq : 0;
       ia.cap = QpCap{16, 16, 4, 4, 64};
       qpn[i] = eng->create_qp(ia);
-      FUZZ_CHECK(qpn[i] == kQpnBase + i);
+      FUZZ_CHECK(qpn[i] != 0 && (qpn[i] >> 16) == (kQpnBase >> 16));
     }
+    unknown_qpn = qpn[0] ^ 0x8000;
+    while (std::find(qpn, qpn + kNumQps, unknown_qpn) != qpn + kNumQps)
+      ++unknown_qpn;
     for (uint32_t i = 0; i < kNumQps; ++i)
       bring_up(i, types[i]);
 
@@ -279,7 +285,7 @@ struct Setup {
         const uint32_t op = static_cast<uint32_t>(c.opcode);
         FUZZ_CHECK(op <= static_cast<uint32_t>(WcOpcode::kLocalInv) ||
                    c.opcode == WcOpcode::kRecv || c.opcode == WcOpcode::kRecvRdmaWithImm);
-        FUZZ_CHECK(c.qp_num >= kQpnBase && c.qp_num < kQpnBase + kNumQps);
+        FUZZ_CHECK(std::find(qpn, qpn + kNumQps, c.qp_num) != qpn + kNumQps);
         if (c.status == WcStatus::kSuccess && op >= 128) {
           // A successful receive fits the buffers posted for it.
           FUZZ_CHECK(c.byte_len <= 40 + 4096);
@@ -304,7 +310,7 @@ void steer(Setup &s, uint8_t mode, uint8_t qp_sel, int8_t psn_delta, uint8_t mr_
   if (p.bth_off == 0 || p.bth_off + wire::Bth::kSize > len) return;
   auto *bth = wire::hdr_at<wire::Bth>(f + p.bth_off);
   const uint32_t qi = qp_sel % 8u;
-  if (mode & kSteerQpn) bth->set_dest_qp(qi < kNumQps ? s.qpn[qi] : kQpnBase + 7);
+  if (mode & kSteerQpn) bth->set_dest_qp(qi < kNumQps ? s.qpn[qi] : s.unknown_qpn);
   const wire::OpcodeInfo &op = wire::opcode_info(bth->opcode());
   if (mode & kSteerPsn) {
     QpAttr a;

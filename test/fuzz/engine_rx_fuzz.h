@@ -2,7 +2,7 @@
 // What engine_rx_fuzz sets up and how its input is laid out, shared with its seed generator.
 //
 // The engine under test (MAC kEngMac, GID 10.0.0.1) talks to a peer (kPeerMac, 10.0.0.2) that
-// the fuzzer plays. Its QPs, in order (QPNs kQpnBase + index):
+// the fuzzer plays. Its QPs, in order (QPNs: kQpnBase's prefix | random low bits, seed 1):
 //   0 RC RTS, own RQ, requester with SEND, WRITE (2 packets), SEND_WITH_IMM, CMP_SWP outstanding
 //   1 RC RTS on the SRQ, requester with a READ (2 response packets) and a FETCH_ADD outstanding
 //   2 UC RTS, own RQ, one SEND sent

@@ -43,6 +43,12 @@ esac
 if find "$ROOT/lib" -maxdepth 2 -name 'libibverbs.so*' | grep -v '/uroce/' | grep -q .; then
   bad "a libibverbs.so lands on the default loader path"
 fi
+# The drop-in librdmacm (doc/cm.md, built when librdmacm-dev is installed): beside the verbs
+# shim, never on the default loader path.
+[ -e "$SHIM/librdmacm.so.1" ] && ok "librdmacm.so.1 beside the shim"
+if find "$ROOT/lib" -maxdepth 2 -name 'librdmacm.so*' | grep -v '/uroce/' | grep -q .; then
+  bad "a librdmacm.so lands on the default loader path"
+fi
 [ $FAILS -eq 0 ] && ok "installed files in place under $prefix"
 
 # --- 2. the unit

@@ -86,6 +86,9 @@ pcap = $WORK/uroced-$1.pcap
 device = net_memif0,role=$2,socket=$WORK/memif.sock,id=0
 ipv4 = $4/24
 EOF
+  # A runs DCQCN (nothing marks CE on memif: its QPs stay unthrottled); B runs none.
+  [ "$1" = a ] && printf '[cc]\nalgorithm = dcqcn\n' >>"$WORK/uroced-$1.conf"
+  return 0
 }
 conf a server 0 10.79.0.1
 conf b client 1 10.79.0.2
@@ -199,6 +202,11 @@ if grep -q transferring "$WORK/victim.log"; then
   t1=$(stat a "qp.$vq.tx_pkts"); sleep 0.5; t2=$(stat a "qp.$vq.tx_pkts")
   [ "${t2:-0}" -gt "${t1:-0}" ] && pass "victim's qp $vq is sending (tx_pkts $t1 -> $t2)" \
     || fail "victim's qp $vq tx_pkts '$t1' -> '$t2'"
+  # Per-QP DCQCN counters (doc/congestion.md): A's QP at line rate, no CNP, no cut.
+  cc=$(for k in cc_throttled cc_rate_mbps cc_target_mbps cc_cnps_handled cc_rate_cuts; do
+         printf '%s ' "$(stat a "qp.$vq.$k")"; done)
+  [ "$cc" = "0 100000 100000 0 0 " ] && pass "victim's qp $vq CC counters: $cc" \
+    || fail "victim's qp $vq CC counters (throttled rate target cnps cuts) = '$cc'"
   # Another app starts its whole run now; the victim dies while it is under way.
   timeout 300 "$APP" run "$SOCK_A" "$SOCK_B" >"$WORK/concurrent.log" 2>&1 &
   PID_C=$!

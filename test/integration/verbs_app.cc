@@ -22,6 +22,16 @@
 //                                  with DIR, creates DIR/done and waits (up to 60 s) for
 //                                  DIR/release before destroying the QPs (the loss test reads
 //                                  their counters with uroce-stat meanwhile).
+//   verbs_app victim SOCK_A SOCK_B DIR   the attacker test's legitimate app (uroced_attack.sh):
+//                                  one RC pair (random initial PSN), writes "QPN_A QPN_B" to
+//                                  DIR/qpns, then rounds until DIR/stop (at most 600 s): WRITE
+//                                  8 x 64 KiB of a new pattern into B, READ 8 x 64 KiB back,
+//                                  and check every word of both 1 MiB MRs against what the
+//                                  app itself wrote (a word may hold the round's or the last
+//                                  round's value, nothing else). A failed completion ends the
+//                                  rounds: its status must be an IBTA error, and the MRs are
+//                                  checked once more. Prints "victim: N rounds, status S",
+//                                  writes it to DIR/result, destroys the QPs at DIR/stop.
 //   verbs_app resolve SOCK SGID_INDEX DGID ok|unreachable   modify_qp to RTR towards DGID
 //                                  (an IPv4 address is taken as its IPv4-mapped GID) and
 //                                  create_ah for it must both succeed, or both fail with
@@ -47,6 +57,7 @@
 
 #include "client/client.h"
 #include "transport/verbs_types.h"
+#include "util/csprng.h"
 
 using uroce::abi::Cqe;
 using uroce::abi::Sge;
@@ -206,6 +217,9 @@ uint8_t default_ack_timeout() {
   return v >= 1 && v <= 30 ? static_cast<uint8_t>(v) : 14;
 }
 
+// The initial PSN of every connection (both directions); `victim` draws a random one.
+uint32_t g_psn = 0x100;
+
 // timeout: the RC local ACK timeout exponent (4.096 us << timeout).
 void to_rtr_rts(Side &s, Qp &q, uint32_t type, const Side &peer, uint32_t peer_qpn,
                 uint8_t timeout = default_ack_timeout()) {
@@ -215,7 +229,7 @@ void to_rtr_rts(Side &s, Qp &q, uint32_t type, const Side &peer, uint32_t peer_q
   if (type != kUd) {
     a.path_mtu = 3;  // 1024
     a.dest_qp_num = peer_qpn;
-    a.rq_psn = 0x100;
+    a.rq_psn = g_psn;
     std::memcpy(a.ah_attr.dgid, peer.gid, 16);
     a.ah_attr.sgid_index = kGidIndex;
     a.ah_attr.is_global = 1;
@@ -232,7 +246,7 @@ void to_rtr_rts(Side &s, Qp &q, uint32_t type, const Side &peer, uint32_t peer_q
   REQUIRE(rc == 0, "%s: modify_qp RTR: %s", s.name, std::strerror(rc));
   a = {};
   a.qp_state = 3;
-  a.sq_psn = 0x100;
+  a.sq_psn = g_psn;
   mask = kQpState | kQpSqPsn;
   if (type == kRc) {
     a.timeout = timeout;
@@ -1392,6 +1406,117 @@ int resolve(const char *sock, uint32_t sgid_index, const char *dest, bool expect
 
 }  // namespace
 
+// ---- the attacker test's legitimate app (uroced_attack.sh) ----
+// The IBTA completion statuses an attack may legitimately end a connection with.
+bool ibta_error(uint32_t st) {
+  switch (st) {
+    case 5:   // WR_FLUSH_ERR
+    case 7:   // BAD_RESP_ERR
+    case 9:   // REM_INV_REQ_ERR
+    case 10:  // REM_ACCESS_ERR
+    case 11:  // REM_OP_ERR
+    case 12:  // RETRY_EXC_ERR
+    case 13:  // RNR_RETRY_EXC_ERR
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Counts the words of p[0, n) that are neither pattern_word(s1, k) nor (s0 == ~0: zero /
+// otherwise pattern_word(s0, k)); prints the first.
+size_t foreign_words(const char *what, const uint8_t *p, size_t n, uint64_t s1, uint64_t s0) {
+  size_t bad = 0;
+  for (size_t k = 0; k < n / 8; ++k) {
+    uint64_t w;
+    std::memcpy(&w, p + 8 * k, 8);
+    const uint64_t old = s0 == ~uint64_t{0} ? 0 : pattern_word(s0, k);
+    if (w == pattern_word(s1, k) || w == old) continue;
+    if (bad++ == 0)
+      std::printf("FAIL: %s: word %zu = %016llx: neither %016llx nor %016llx\n", what, k,
+                  static_cast<unsigned long long>(w),
+                  static_cast<unsigned long long>(pattern_word(s1, k)),
+                  static_cast<unsigned long long>(old));
+  }
+  return bad;
+}
+
+int victim(const char *sa, const char *sb, const char *dir) {
+  constexpr size_t kHalf = 512 << 10, kMsg = 64 << 10, kMsgs = kHalf / kMsg;
+  constexpr uint64_t kReadSeed = 0xB0B, kZero = ~uint64_t{0};
+  Side A, B;
+  open_side(A, "A", sa, 2 * kHalf);
+  open_side(B, "B", sb, 2 * kHalf);
+  g_psn = uroce::util::Csprng().next_u32() & 0xffffff;
+  Pair p = connect_pair(A, B, kRc, 0, 14);  // ACK timeout 67 ms: an error shows within ~4 s
+  fill_pattern(B.buf.data() + kHalf, kHalf, kReadSeed);
+  const std::string d = dir;
+  if (FILE *f = std::fopen((d + "/qpns").c_str(), "w")) {
+    std::fprintf(f, "%u %u\n", p.a->qpn, p.b->qpn);
+    std::fclose(f);
+  }
+  std::printf("victim: RC A %u <-> B %u, initial PSN %06x\n", p.a->qpn, p.b->qpn, g_psn);
+  const auto t_end = std::chrono::steady_clock::now() + std::chrono::seconds(600);
+  uint32_t rounds = 0, status = 0;
+  size_t foreign = 0;
+  uint64_t prev = kZero;  // what B's WRITE half held before this round
+  while (status == 0 && access((d + "/stop").c_str(), F_OK) != 0 &&
+         std::chrono::steady_clock::now() < t_end) {
+    const uint64_t seed = 0x1000 + rounds;
+    fill_pattern(A.buf.data(), kHalf, seed);
+    std::memset(A.buf.data() + kHalf, 0, kHalf);
+    // One WR at a time (WRITEs, then READs): a failure leaves every WR before it complete and
+    // none after it started.
+    for (size_t i = 0; i < 2 * kMsgs && status == 0; ++i) {
+      const bool rd = i >= kMsgs;
+      const uint64_t off = (i % kMsgs) * kMsg;
+      const int rc =
+          rd ? post(A, *p.a, i, kWrRead, kHalf + off, kMsg, B.mr.addr + kHalf + off, B.mr.rkey)
+             : post(A, *p.a, i, kWrWrite, off, kMsg, B.mr.addr + off, B.mr.rkey);
+      if (rc) {
+        CHECK(false, "victim: round %u: post %zu: %s", rounds, i, std::strerror(rc));
+        status = ~0u;
+        break;
+      }
+      Cqe c{};
+      if (!wait_cqe(A, &c, kWaitMs)) {
+        CHECK(false, "victim: round %u: no completion within %d ms", rounds, kWaitMs);
+        status = ~0u;
+        break;
+      }
+      status = c.status;
+    }
+    // B's WRITE half: this round's pattern, or (after a failure) word by word the last one.
+    const bool ok = status == 0;
+    foreign += foreign_words("B's MR (WRITE target)", B.buf.data(), kHalf, seed, ok ? seed : prev);
+    foreign +=
+        foreign_words("B's MR (READ source)", B.buf.data() + kHalf, kHalf, kReadSeed, kReadSeed);
+    foreign += foreign_words("A's MR (WRITE source)", A.buf.data(), kHalf, seed, seed);
+    foreign += foreign_words("A's MR (READ target)", A.buf.data() + kHalf, kHalf, kReadSeed,
+                             ok ? kReadSeed : kZero);
+    if (foreign) break;
+    if (ok) {
+      prev = seed;
+      ++rounds;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // quiet gaps on the wire
+    }
+  }
+  CHECK(foreign == 0, "victim: %zu words of the MRs differ from what the app wrote", foreign);
+  CHECK(status == 0 || ibta_error(status), "victim: completion status %u is no IBTA error", status);
+  CHECK(rounds > 0, "victim: no round completed");
+  std::printf("victim: %u rounds, status %u, MRs checked word by word after each\n", rounds,
+              status);
+  if (FILE *f = std::fopen((d + "/result").c_str(), "w")) {
+    std::fprintf(f, "%u %u\n", rounds, status);
+    std::fclose(f);
+  }
+  // The QPs stay until DIR/stop (the script reads their state and counters meanwhile).
+  CHECK(wait_file(d + "/stop"), "no %s/stop within %d ms", dir, 2 * kWaitMs);
+  CHECK(A.ctx->destroy_qp(*p.a) == 0 && B.ctx->destroy_qp(*p.b) == 0, "destroy RC QPs");
+  std::printf("%d failure(s)\n", g_fails);
+  return g_fails ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc == 4 && std::strcmp(argv[1], "run") == 0) return run(argv[2], argv[3]);
@@ -1400,6 +1525,7 @@ int main(int argc, char **argv) {
   if (argc == 4 && std::strcmp(argv[1], "requester") == 0) return requester(argv[2], argv[3]);
   if (argc == 4 && std::strcmp(argv[1], "placement") == 0)
     return placement(argv[2], std::atoi(argv[3]));
+  if (argc == 5 && std::strcmp(argv[1], "victim") == 0) return victim(argv[2], argv[3], argv[4]);
   if ((argc == 6 || argc == 7) && std::strcmp(argv[1], "bulk") == 0)
     return bulk(argv[2], argv[3], static_cast<uint32_t>(std::strtoul(argv[4], nullptr, 0)),
                 static_cast<uint32_t>(std::strtoul(argv[5], nullptr, 0)),
@@ -1414,6 +1540,7 @@ int main(int argc, char **argv) {
                "usage: verbs_app run|hold SOCK_A SOCK_B | fuzz SOCK_A SOCK_B SEED ROUNDS |\n"
                "                 responder|requester SOCK DIR | placement SOCK WORKERS |\n"
                "                 bulk SOCK_A SOCK_B N_64K N_1M [DIR] |\n"
+               "                 victim SOCK_A SOCK_B DIR |\n"
                "                 resolve SOCK SGID_INDEX DGID ok|unreachable\n");
   return 2;
 }

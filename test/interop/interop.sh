@@ -7,7 +7,7 @@
 #     drives with net_af_packet (kernel IPv6 off, no address on it);
 #   - tshark captures UDP 4791 on the bridge (promiscuous: every frame forwarded between ports);
 #   - the guest (10.77.0.11, rxe0) runs the unmodified ibv_rc_pingpong / ibv_uc_pingpong /
-#     ibv_ud_pingpong -g 1, each as server and then as client; the host side is
+#     ibv_ud_pingpong -g 1 (the IPv4-mapped GID), each as server and then as client; the host side is
 #     test/interop/rxe_peer on lib/client through uroced (10.77.0.2);
 #   - data checked by rxe_peer (the tools echo what they receive), the guest tools' exit
 #     status, the guest's UDP / rxe counters (rxe drops bad frames silently: every datagram the
@@ -16,7 +16,9 @@
 #     ICRC, tshark without malformed frames, both directions, the path MTU reached).
 # Scenarios: mtu1500 (IB MTU 1024: RC 4096 B and 1 B, UC 3000 B, UD 1024 B), mtu4200 (IB MTU
 # 4096: RC 10000 B, UC 9000 B, UD 4096 B), loss (MTU 1500, RC 4096 B and 20000 B, 1 % of the
-# RoCE frames dropped in each direction: tc netem where the kernel has it, else nftables).
+# RoCE frames dropped in each direction: tc netem where the kernel has it, else nftables), ipv6
+# (MTU 1500, RoCE v2 over IPv6: GID index 0, the link-local GIDs, and the GIDs of global
+# addresses fd00:77::2 / fd00:77::11; rxe_peer and shim runs).
 #
 # With SHIM_DIR (the verbs shim, build/drivers/verbs), the host side also runs unmodified tools
 # through the shim: ibv_rc_pingpong -c and perftest (ib_write_bw, ib_read_bw, ib_send_bw,
@@ -25,9 +27,11 @@
 # Usage: interop.sh UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY [SHIM_DIR]
 # Environment: UROCE_INTEROP_CACHE   the guest image (default /tmp/uroce-interop-image; built by
 #                                     rig/build-image.sh when missing or made by another version)
-#              UROCE_INTEROP_SCENARIOS  default "mtu1500 mtu4200 loss"
-#              UROCE_INTEROP_PP_1500 / _PP_4200 / _PP_LOSS  a scenario's pingpong runs (rxe_peer)
-#              UROCE_INTEROP_SHIM_1500 / _SHIM_4200 / _SHIM_LOSS  its runs through the verbs shim
+#              UROCE_INTEROP_SCENARIOS  default "mtu1500 mtu4200 loss ipv6"
+#              UROCE_INTEROP_PP_1500 / _PP_4200 / _PP_LOSS / _PP_IPV6  a scenario's pingpong
+#                                    runs (rxe_peer)
+#              UROCE_INTEROP_SHIM_1500 / _SHIM_4200 / _SHIM_LOSS / _SHIM_IPV6  its runs through
+#                                    the verbs shim
 #              UROCE_INTEROP_DAEMON_NICE  uroced's nice level (default 0); the guest's qemu:
 #                                    UROCE_INTEROP_QEMU_NICE (boot-guest.sh -N, default 0)
 #              UROCE_INTEROP_ITERS   pingpong iterations (default 50)
@@ -50,7 +54,7 @@ RIG=$(cd "$(dirname "$0")/rig" && pwd)
 PT_BW_ITERS=${UROCE_INTEROP_PT_BW_ITERS:-100}
 PT_LAT_ITERS=${UROCE_INTEROP_PT_LAT_ITERS:-100}
 CACHE=${UROCE_INTEROP_CACHE:-/tmp/uroce-interop-image}
-SCENARIOS=${UROCE_INTEROP_SCENARIOS:-mtu1500 mtu4200 loss}
+SCENARIOS=${UROCE_INTEROP_SCENARIOS:-mtu1500 mtu4200 loss ipv6}
 ITERS=${UROCE_INTEROP_ITERS:-50}
 BUDGET=${UROCE_INTEROP_BUDGET:-900}
 DAEMON_NICE=${UROCE_INTEROP_DAEMON_NICE:-0}
@@ -82,6 +86,11 @@ WORK=$(mktemp -d /tmp/uroce-interop-XXXXXX)
 FAILS=0 PASSES=0
 NS="" UPID="" TSPID="" GPID=""
 GUEST_IP=10.77.0.11 UROCE_IP=10.77.0.2 HOST_IP=10.77.0.1
+# IPv6 (scenario ipv6): global addresses on both sides, and each side's link-local (EUI-64 of
+# its MAC, GID index 0). The TCP exchange of every tool stays on IPv4.
+GUEST_IP6=fd00:77::11 UROCE_IP6=fd00:77::2
+GUEST_MAC=52:54:0a:4d:00:0b  # boot-guest.sh: 52:54 + the IPv4 address
+UROCE_LL="" UROCE_G6=""      # from uroced's GID table (its log), per scenario
 
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
 pass() { echo "ok: $*"; PASSES=$((PASSES + 1)); }
@@ -92,6 +101,16 @@ bounded() {
   [ "$left" -lt 5 ] && left=5
   echo $(($1 < left ? $1 : left))
 }
+
+# ll_from_mac MAC: the IPv6 link-local address of a MAC (fe80::/64 + modified EUI-64), as
+# both rxe and uroce put it at GID index 0
+ll_from_mac() {
+  local b
+  IFS=: read -r -a b <<<"$1"
+  printf 'fe80::%x:%x:%x:%x\n' $(((0x${b[0]} ^ 2) << 8 | 0x${b[1]})) $((0x${b[2]} << 8 | 0xff)) \
+    $((0xfe << 8 | 0x${b[3]})) $((0x${b[4]} << 8 | 0x${b[5]}))
+}
+GUEST_LL=$(ll_from_mac "$GUEST_MAC")
 
 STOP_RC=0
 stop_pid() {  # stop_pid PID SIGNAL SECONDS: signal, wait (bounded), SIGKILL; status in STOP_RC
@@ -147,21 +166,33 @@ fi
 #   pt-TEST:SIZE        perftest ib_TEST (write_bw, read_bw, send_bw, atomic_bw, *_lat) on both
 #                       sides, host side through the verbs shim
 #   pts-TEST:SIZE       the same with uroce as server only (the guest's tool is the client)
-run_tool() {  # run_tool RUN PMTU
-  local run=$1 pmtu=$2 type size
-  type=${run%%:*} size=${run#*:}
-  case $type in
-    rc | uc) echo "ibv_${type}_pingpong -g 1 -m $pmtu -s $size -n $ITERS -r 16" ;;
-    ud) echo "ibv_ud_pingpong -g 1 -s $size -n $ITERS -r 16" ;;  # no -m: the port's MTU
-    shim-rc) echo "ibv_rc_pingpong -g 1 -c -m $pmtu -s $size -n $ITERS -r 16" ;;
-    shim-ud) echo "ibv_ud_pingpong -g 1 -c -s $size -n $ITERS -r 16" ;;
-    pt-*_lat | pts-*_lat) echo "ib_${type#*-} -x 1 -F -s $size -n $PT_LAT_ITERS" ;;
-    pt-* | pts-*) echo "ib_${type#*-} -x 1 -F -s $size -n $PT_BW_ITERS" ;;
+# A run may end in @ll or @v6: the RoCE traffic then uses IPv6, GID index 0
+# (the link-local GID) or the GID of the global address (uroced: index UROCE_G6 of its GID
+# table; the guest: $G6, which its script finds in rxe0's table). Without it, GID index 1 (the
+# IPv4-mapped GID).
+run_size() { local s=${1#*:}; echo "${s%@*}"; }
+run_gid() {  # run_gid RUN host|guest: the GID index the run uses on that side
+  case $1 in
+    *@ll) echo 0 ;;
+    *@v6) if [ "$2" = guest ]; then echo '$G6'; else echo "$UROCE_G6"; fi ;;
+    *) echo 1 ;;
   esac
 }
-guest_tool() {  # guest_tool RUN PMTU: run_tool with the guest's device
+run_tool() {  # run_tool RUN PMTU [host|guest]
+  local run=$1 pmtu=$2 type size g
+  type=${run%%:*} size=$(run_size "$run") g=$(run_gid "$run" "${3:-host}")
+  case $type in
+    rc | uc) echo "ibv_${type}_pingpong -g $g -m $pmtu -s $size -n $ITERS -r 16" ;;
+    ud) echo "ibv_ud_pingpong -g $g -s $size -n $ITERS -r 16" ;;  # no -m: the port's MTU
+    shim-rc) echo "ibv_rc_pingpong -g $g -c -m $pmtu -s $size -n $ITERS -r 16" ;;
+    shim-ud) echo "ibv_ud_pingpong -g $g -c -s $size -n $ITERS -r 16" ;;
+    pt-*_lat | pts-*_lat) echo "ib_${type#*-} -x $g -F -s $size -n $PT_LAT_ITERS" ;;
+    pt-* | pts-*) echo "ib_${type#*-} -x $g -F -s $size -n $PT_BW_ITERS" ;;
+  esac
+}
+guest_tool() {  # guest_tool RUN PMTU: run_tool with the guest's device and GID index
   local t
-  t=$(run_tool "$1" "$2")
+  t=$(run_tool "$1" "$2" guest)
   echo "${t%% *} -d rxe0 ${t#* }"
 }
 
@@ -185,10 +216,31 @@ rx() {
   return 1
 }
 run() { echo "== \$*"; "\$@"; r=\$?; echo "== exit \$r: \$*"; [ \$r = 0 ] || st=1; }
+# IPv6: the global address (rxe adds its GID: G6 is its index), and the link-local out of
+# DAD (the kernel answers no NS for a tentative address).
+ip -6 addr add $GUEST_IP6/64 dev eth0 nodad
+G6=""
+# Only the first entries: rxe's table has 1024, and a fork per entry costs seconds under TCG.
+for i in \$(seq 150); do
+  for n in 1 2 3 4 5 6 7; do
+    v=""; read -r v 2>/dev/null </sys/class/infiniband/rxe0/ports/1/gids/\$n
+    [ "\$v" = "$(python3 -c "import ipaddress; print(ipaddress.ip_address('$GUEST_IP6').exploded)")" ] && G6=\$n
+  done
+  [ -n "\$G6" ] && [ -z "\$(ip -6 addr show dev eth0 tentative)" ] && break
+  sleep 0.2
+done
+echo "guest GID of $GUEST_IP6: index \$G6; rxe0 GID 0: \$(cat /sys/class/infiniband/rxe0/ports/1/gids/0)"
+ip -6 addr show dev eth0 | grep inet6
 # rxe resolves uroced's MAC at modify_qp(RTR) with a 1 s limit; on a loaded host the first
-# ARP exchange can take longer: resolve it first (uroced answers ARP, not ICMP echo).
+# ARP / ND exchange can take longer: resolve them first (uroced answers ARP and ND, not ICMP
+# echo).
 ping -c 3 -W 2 $UROCE_IP >/dev/null 2>&1
 ip neigh show $UROCE_IP
+if [ -n "$UROCE_LL" ]; then
+  ping6 -c 2 -W 2 $UROCE_IP6 >/dev/null 2>&1
+  ping6 -c 2 -W 2 -I eth0 $UROCE_LL >/dev/null 2>&1
+  ip -6 neigh show dev eth0
+fi
 echo "possible CPUs: \$(cat /sys/devices/system/cpu/possible)"
 EOF
   for run in "$@"; do
@@ -202,6 +254,7 @@ EOF
 sleep 1
 echo "== counters"
 cat /proc/net/snmp
+grep '^Udp6' /proc/net/snmp6
 ip -s link show dev eth0
 rdma statistic show link rxe0/1
 exit $st
@@ -256,7 +309,7 @@ want_opcodes() {
   local pmtu=$1 run type size req resp u="0x11" g="0x11"
   shift
   for run in "$@"; do
-    type=${run%%:*} size=${run#*:}
+    type=${run%%:*} size=$(run_size "$run")
     req="" resp=""
     case $type in
       rc | shim-rc) if [ "$size" -gt $((2 * pmtu)) ]; then req="0x00,0x01,0x02"; elif [ "$size" -le "$pmtu" ]; then req="0x04"; fi ;;
@@ -347,6 +400,7 @@ idle_sleep_us = 200
 device = $dev
 mtu = $mtu
 ipv4 = $UROCE_IP/24
+ipv6 = $UROCE_IP6/64
 EOF
   ip netns exec "$NS" nice -n "$DAEMON_NICE" env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced.conf" \
     >"$WORK/$name-uroced.log" 2>&1 &
@@ -362,6 +416,15 @@ EOF
     return
   fi
   grep -q "Capturing on" "$WORK/$name-tshark.log" || fail "$name: tshark did not start capturing"
+  # uroced's GID table (its log): 0 the link-local, then the IPv4-mapped, then the IPv6 address.
+  UROCE_LL=$(sed -n 's/^port p0: gid 0 \(fe80:[0-9a-f:]*\) RoCE v2$/\1/p' "$WORK/$name-uroced.log")
+  UROCE_G6=$(sed -n "s/^port p0: gid \([0-9]*\) $UROCE_IP6 RoCE v2\$/\1/p" "$WORK/$name-uroced.log")
+  if [ -z "$UROCE_LL" ] || [ -z "$UROCE_G6" ]; then
+    grep 'gid' "$WORK/$name-uroced.log"
+    fail "$name: uroced's GID table lacks the link-local or $UROCE_IP6"
+    return
+  fi
+  echo "    uroced GIDs: 0 $UROCE_LL, $UROCE_G6 $UROCE_IP6; guest: 0 $GUEST_LL, the index of $GUEST_IP6 found in the guest"
 
   guest_script "$pmtu" $runs >"$WORK/$name-guest.sh"
   echo "    [$(since "$T0") s] guest booting (log: $WORK/$name-guest.log)"
@@ -374,7 +437,7 @@ EOF
   # The host side, in the order the guest runs its tools. RC / UC PSNs start just below 2^24.
   local k=0 run type size
   for run in $runs; do
-    type=${run%%:*} size=${run#*:}
+    type=${run%%:*} size=$(run_size "$run")
     # Without the guest (it powered off early, or its -T limit ended it) a host run would only
     # wait for a partner that never comes.
     if ! kill -0 "$GPID" 2>/dev/null; then
@@ -384,12 +447,12 @@ EOF
     fi
     case $type in
       rc | uc | ud)
-        local args=(-m "$pmtu" -s "$size" -n "$ITERS" -P 0xffffc0)
+        local args=(-m "$pmtu" -s "$size" -n "$ITERS" -P 0xffffc0 -g "$(run_gid "$run" host)")
         run_peer "$type-client" -H "$GUEST_IP" -p $((18515 + 2 * k)) "${args[@]}" &&
-          pass "$name: guest ibv_${type}_pingpong server <-> uroce client (rxe_peer, $ITERS x $size B)" ||
+          pass "$name: guest ibv_${type}_pingpong server <-> uroce client (rxe_peer, $ITERS x $size B, GID $(run_gid "$run" host))" ||
           fail "$name: $type-client $size B (log: $SLOG)"
         run_peer "$type-server" -p $((18516 + 2 * k)) "${args[@]}" &&
-          pass "$name: uroce server (rxe_peer) <-> guest ibv_${type}_pingpong client ($ITERS x $size B)" ||
+          pass "$name: uroce server (rxe_peer) <-> guest ibv_${type}_pingpong client ($ITERS x $size B, GID $(run_gid "$run" host))" ||
           fail "$name: $type-server $size B (log: $SLOG)"
         ;;
       *)
@@ -425,16 +488,20 @@ EOF
   grep -q '^possible CPUs: 0-1' "$WORK/$name-guest.log" ||
     fail "$name: the guest's qemu did not run with -smp 1,maxcpus=2 (rig/boot-guest.sh, doc/interop.md)"
 
-  # rxe drops frames it rejects without a counter: every UDP datagram the guest delivered
-  # must have been accepted by rxe (rcvd_pkts).
-  local udp_in rcvd
-  udp_in=$(awk '/^Udp: [0-9]/{print $2; exit}' "$WORK/$name-guest.log")
+  # rxe drops frames it rejects without a counter: every UDP datagram the guest delivered,
+  # over IPv4 (/proc/net/snmp) and IPv6 (/proc/net/snmp6), must have been accepted by rxe
+  # (rcvd_pkts).
+  local udp4 udp6 udp_in rcvd
+  udp4=$(awk '/^Udp: [0-9]/{print $2; exit}' "$WORK/$name-guest.log")
+  udp6=$(tr -d '\r' <"$WORK/$name-guest.log" | awk '$1 == "Udp6InDatagrams" {print $2; exit}')
   rcvd=$(sed -n 's/.*rcvd_pkts \([0-9]*\).*/\1/p' "$WORK/$name-guest.log" | head -1)
-  echo "guest counters: Udp InDatagrams $udp_in, rxe $(grep -o 'sent_pkts.*' "$WORK/$name-guest.log" | head -1)"
+  udp_in=""
+  [[ $udp4 =~ ^[0-9]+$ && $udp6 =~ ^[0-9]+$ ]] && udp_in=$((udp4 + udp6))
+  echo "guest counters: Udp InDatagrams $udp4, Udp6InDatagrams $udp6, rxe $(grep -o 'sent_pkts.*' "$WORK/$name-guest.log" | head -1)"
   if [ -n "$udp_in" ] && [ -n "$rcvd" ] && [ "$udp_in" -gt 0 ] && [ "$udp_in" = "$rcvd" ]; then
-    pass "$name: rxe accepted every datagram it was given ($rcvd)"
+    pass "$name: rxe accepted every datagram it was given ($rcvd: $udp4 over IPv4, $udp6 over IPv6)"
   else
-    fail "$name: guest UDP InDatagrams '$udp_in' vs rxe rcvd_pkts '$rcvd' (rxe dropped frames)"
+    fail "$name: guest UDP InDatagrams '$udp4' + Udp6InDatagrams '$udp6' vs rxe rcvd_pkts '$rcvd' (rxe dropped frames)"
   fi
 
   # uroced's view, then SIGTERM must end it with status 0.
@@ -449,6 +516,15 @@ EOF
     if [ "$loss" = 0 ] || echo "$drops" | grep -qvE '^engine\.drop\.(sequence|duplicate) '; then
       fail "$name: uroced dropped frames from rxe"
     fi
+  fi
+  # Every neighbour resolution (ARP for the IPv4 runs, ND for the IPv6 ones) succeeded.
+  local nf
+  nf=$(awk '$1 == "port.p0.neigh_failures" {print $2}' "$WORK/$name-stat.txt")
+  if [ "$nf" = 0 ]; then
+    pass "$name: uroced resolved every neighbour ($(awk '/^port\.p0\.(arp|nd)\.(tx|rx)_/ && $2 != 0 {printf "%s %s ", $1, $2}' "$WORK/$name-stat.txt"))"
+  else
+    grep -E '^port\.p0\.(neigh|nd\.|arp\.)' "$WORK/$name-stat.txt"
+    fail "$name: uroced's neighbour resolution failed ('port.p0.neigh_failures $nf')"
   fi
   local urc
   stop_pid "$UPID" TERM 30
@@ -470,8 +546,19 @@ EOF
   # (uroce answers ATOMIC ACK 0x12); write_lat both ways: WRITE only 0x0a.
   local want_u want_g
   read -r want_u want_g <<<"$(want_opcodes "$pmtu" $runs)"
+  # Both sides' addresses (IPv4, IPv6 global, link-local); each one the runs use (the GIDs they
+  # name: run_gid) must be the source of frames.
+  local from="" r
+  for r in $runs; do
+    case $r in
+      *@ll) from="$from,$UROCE_LL,$GUEST_LL" ;;
+      *@v6) from="$from,$UROCE_IP6,$GUEST_IP6" ;;
+      *) from="$from,$UROCE_IP,$GUEST_IP" ;;
+    esac
+  done
   if python3 "$CHECK_CAPTURE" "$WORK/$name.pcap" "$PCAP_CHECK" "$(command -v tshark)" \
-    "$UROCE_IP" "$GUEST_IP" --want-uroce "$want_u" --want-guest "$want_g" \
+    "$UROCE_IP,$UROCE_IP6,$UROCE_LL" "$GUEST_IP,$GUEST_IP6,$GUEST_LL" \
+    --want-uroce "$want_u" --want-guest "$want_g" --want-from "${from#,}" \
     --max-payload "$pmtu" $([ "$loss" = 1 ] && echo --want-retransmits 1) \
     >"$WORK/$name-capture.txt" 2>&1; then
     pass "$name: capture $(tail -1 "$WORK/$name-capture.txt" | sed 's/^ok: //')"
@@ -508,10 +595,14 @@ SHIM_4200=${UROCE_INTEROP_SHIM_4200:-pt-write_bw:65536 pt-read_bw:65536 pt-send_
 # the peer exits, the retransmissions reach no QP: RETRY_EXC_ERR against any peer; doc/interop.md
 # "The last ACK of a pingpong under loss"); the rxe_peer loss pingpongs wait that race out.
 SHIM_LOSS=${UROCE_INTEROP_SHIM_LOSS:-pt-write_bw:65536 pt-read_bw:65536 pt-send_bw:65536 pt-atomic_bw:8}
+# RoCE v2 over IPv6 (issue 20): GID index 0 (the link-local GIDs) and the GID of the global
+# address on each side, pingpongs and perftest, uroce as client and as server.
+SHIM_IPV6=${UROCE_INTEROP_SHIM_IPV6:-shim-rc:4096@ll shim-ud:1024@ll pt-write_bw:65536@ll pt-send_lat:64@ll pt-write_lat:64@ll shim-rc:4096@v6 shim-ud:1024@v6 pt-write_bw:65536@v6 pt-send_lat:64@v6 pt-write_lat:64@v6}
 # The pingpong runs with rxe_peer on the host side (an empty value leaves them out).
 PP_1500=${UROCE_INTEROP_PP_1500-rc:4096 rc:1 uc:3000 ud:1024}
 PP_4200=${UROCE_INTEROP_PP_4200-rc:10000 uc:9000 ud:4096}
 PP_LOSS=${UROCE_INTEROP_PP_LOSS-rc:4096 rc:20000}
+PP_IPV6=${UROCE_INTEROP_PP_IPV6-rc:4096@v6 ud:1024@ll}
 # run_scenario NAME ETH_MTU LOSS RUNS: scenario with its start and end lines (elapsed time,
 # results), torn down whichever way it ended; one line of the final summary.
 SUMMARY=()
@@ -531,6 +622,7 @@ for s in $SCENARIOS; do
     mtu1500) run_scenario mtu1500 1500 0 "$(echo $PP_1500 ${SHIM:+$SHIM_1500})" ;;
     mtu4200) run_scenario mtu4200 4200 0 "$(echo $PP_4200 ${SHIM:+$SHIM_4200})" ;;
     loss) run_scenario loss 1500 1 "$(echo $PP_LOSS ${SHIM:+$SHIM_LOSS})" ;;
+    ipv6) run_scenario ipv6 1500 0 "$(echo $PP_IPV6 ${SHIM:+$SHIM_IPV6})" ;;
     *) fail "unknown scenario '$s'" ;;
   esac
 done

@@ -17,7 +17,8 @@
 //   as client: what we sent as message k (the guest echoed it);
 //   as server: the guest's initial buffer (every byte 0x7b) for k = 1, else our message k - 1.
 // UD receives carry the 40-byte GRH area first (for IPv4: the IPv4 header in its last 20
-// bytes): its source address must be the guest's, and src_qp the guest's QPN.
+// bytes; for IPv6: the IPv6 header): its source address must be the guest's (and for IPv6
+// the destination ours), and src_qp the guest's QPN.
 //
 // Every wait is bounded (-t, default 120 s). Exit 0 when every check passed; each failure
 // prints "FAIL: ...".
@@ -420,10 +421,15 @@ void check_recv(Peer &p, const Cqe &c, uint32_t k) {
     if (!(c.wc_flags & kWcGrh)) FAIL("receive %u: no GRH flag (wc_flags 0x%x)", k, c.wc_flags);
     if (c.src_qp != p.peer.qpn)
       FAIL("receive %u: src_qp 0x%x, expected 0x%x", k, c.src_qp, p.peer.qpn);
-    // RoCE v2 over IPv4: the IPv4 header sits in the last 20 bytes of the GRH area.
-    if (p.peer.gid[10] == 0xff && p.peer.gid[11] == 0xff &&
-        ((d[20] >> 4) != 4 || std::memcmp(d + 20 + 12, p.peer.gid + 12, 4) != 0))
+    // RoCE v2 over IPv4: the IPv4 header sits in the last 20 bytes of the GRH area; over
+    // IPv6 the GRH area is the IPv6 header (source at 8, destination at 24).
+    const bool v4 = std::memcmp(p.peer.gid, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0;
+    if (v4 && ((d[20] >> 4) != 4 || std::memcmp(d + 20 + 12, p.peer.gid + 12, 4) != 0))
       FAIL("receive %u: the GRH area does not hold the guest's IPv4 header", k);
+    if (!v4 && ((d[0] >> 4) != 6 || std::memcmp(d + 8, p.peer.gid, 16) != 0 ||
+                std::memcmp(d + 24, p.mine.gid, 16) != 0))
+      FAIL("receive %u: the GRH area does not hold the IPv6 header from the guest's GID to ours",
+           k);
     d += hdr;
   }
   const bool initial = !p.client && k == 1;

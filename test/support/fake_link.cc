@@ -148,6 +148,7 @@ Endpoint &FakeLink::add_endpoint(const uint8_t mac[6], size_t pool_size) {
     if (std::memcmp(e->mac(), mac, 6) == 0) die("duplicate endpoint MAC");
   if (mac[0] & 1) die("endpoint MAC is a group address");
   eps_.emplace_back(new Endpoint(this, eps_.size(), mac, pool_size));
+  uplinks_.emplace_back();
   return *eps_.back();
 }
 
@@ -164,6 +165,32 @@ void FakeLink::set_bottleneck(const Endpoint &to, const Bottleneck &b) {
   per_port_bn_[to.index()] = b;
 }
 
+QueueStats FakeLink::queue_stats(const Endpoint &to) const {
+  auto it = ports_.find(to.index());
+  return it == ports_.end() ? QueueStats{} : it->second.stats;
+}
+
+void FakeLink::reset_queue_stats(const Endpoint &to) {
+  ports_[to.index()].stats = QueueStats{};
+}
+
+void FakeLink::set_uplink(const Endpoint &from, double bits_per_ns) {
+  Uplink &u = uplinks_.at(from.index());
+  if (!u.frames.empty()) die("set_uplink with frames in the uplink");
+  u.bits_per_ns = bits_per_ns;
+}
+
+uint64_t QueueStats::percentile_bytes(double q) const noexcept {
+  if (arrivals == 0) return 0;
+  const auto need = static_cast<uint64_t>(std::ceil(q * static_cast<double>(arrivals)));
+  uint64_t seen = 0;
+  for (size_t i = 0; i < hist.size(); ++i) {
+    seen += hist[i];
+    if (seen >= need) return (i + 1) * uint64_t{kBinBytes};
+  }
+  return hist.size() * uint64_t{kBinBytes};
+}
+
 bool FakeLink::capture(const std::string &path) {
   return cap_sent_.open(path.c_str());
 }
@@ -177,6 +204,8 @@ void FakeLink::stop_capture() {
 
 uint64_t FakeLink::next_delivery_ns() const noexcept {
   uint64_t t = queue_.empty() ? UINT64_MAX : queue_.begin()->first.first;
+  for (const Uplink &u : uplinks_)
+    if (!u.frames.empty()) t = std::min(t, u.frames.front().at);
   for (const auto &[key, dir] : dirs_)
     for (const Held &h : dir.held)
       t = std::min(t, h.deadline);
@@ -185,6 +214,8 @@ uint64_t FakeLink::next_delivery_ns() const noexcept {
 
 size_t FakeLink::in_flight() const noexcept {
   size_t n = queue_.size();
+  for (const Uplink &u : uplinks_)
+    n += u.frames.size();
   for (const auto &[key, dir] : dirs_)
     n += dir.held.size();
   return n;
@@ -192,15 +223,45 @@ size_t FakeLink::in_flight() const noexcept {
 
 void FakeLink::on_commit(Endpoint &from, uint32_t buf, uint32_t len) {
   const uint64_t now = clock_.now_ns();
-  const uint8_t *frame = from.bufs_[buf].data.get();
   ++counters_.sent;
-  if (cap_sent_.is_open()) cap_sent_.write(frame, len, now);
+  if (cap_sent_.is_open()) cap_sent_.write(from.bufs_[buf].data.get(), len, now);
+  Uplink &up = uplinks_[from.index()];
+  if (!(up.bits_per_ns > 0)) {
+    route(from, buf, len, now, true);
+    return;
+  }
+  const auto ser = static_cast<uint64_t>(std::ceil(static_cast<double>(len) * 8 / up.bits_per_ns));
+  up.busy_until = std::max(up.busy_until, now) + ser;
+  up.frames.push_back(Staged{up.busy_until, buf, len});
+}
+
+void FakeLink::pump_uplinks(uint64_t now) {
+  for (;;) {
+    Uplink *first = nullptr;
+    size_t from = 0;
+    for (size_t i = 0; i < uplinks_.size(); ++i) {
+      Uplink &u = uplinks_[i];
+      if (!u.frames.empty() && u.frames.front().at <= now &&
+          (first == nullptr || u.frames.front().at < first->frames.front().at)) {
+        first = &u;
+        from = i;
+      }
+    }
+    if (first == nullptr) return;
+    const Staged st = first->frames.front();
+    first->frames.pop_front();
+    route(*eps_[from], st.buf, st.len, st.at, false);
+  }
+}
+
+void FakeLink::route(Endpoint &from, uint32_t buf, uint32_t len, uint64_t now, bool hold) {
+  const uint8_t *frame = from.bufs_[buf].data.get();
   uint32_t refs = 0;
   if (len < wire::EthHdr::kSize) {
     drop_counted(&counters_.dropped_runt);
   } else if (frame[0] & 1) {  // group address: flood to every other endpoint
     for (auto &to : eps_)
-      if (to.get() != &from) refs += send_copy(from, buf, frame, len, *to) ? 1 : 0;
+      if (to.get() != &from) refs += send_copy(from, buf, frame, len, *to, now, hold) ? 1 : 0;
   } else {
     Endpoint *to = nullptr;
     for (auto &e : eps_)
@@ -208,15 +269,14 @@ void FakeLink::on_commit(Endpoint &from, uint32_t buf, uint32_t len) {
     if (to == nullptr || to == &from)
       drop_counted(&counters_.dropped_no_dest);
     else
-      refs += send_copy(from, buf, frame, len, *to) ? 1 : 0;
+      refs += send_copy(from, buf, frame, len, *to, now, hold) ? 1 : 0;
   }
-  // send_copy() took one reference per scheduled copy; none: the buffer is free again.
-  if (refs == 0) from.release(buf);
+  // send_copy() took one reference per scheduled copy (with hold); none: the buffer is free.
+  if (refs == 0 || !hold) from.release(buf);
 }
 
 bool FakeLink::send_copy(Endpoint &from, uint32_t buf, const uint8_t *frame, uint32_t len,
-                         Endpoint &to) {
-  const uint64_t now = clock_.now_ns();
+                         Endpoint &to, uint64_t now, bool hold) {
   const Faults &f = faults(from, to);
   std::vector<uint8_t> data(frame, frame + len);
   bool dup = false;
@@ -247,28 +307,27 @@ bool FakeLink::send_copy(Endpoint &from, uint32_t buf, const uint8_t *frame, uin
   DirState &dir = dirs_[{from.index(), to.index()}];
   at = std::max(at, dir.last_at);
   dup = dup || chance(f.duplicate);
-  const bool hold = chance(f.reorder) && f.reorder_depth > 0;
-  const uint32_t hold_for = hold ? 1 + static_cast<uint32_t>(rng_() % f.reorder_depth) : 0;
+  const bool hold_frame = chance(f.reorder) && f.reorder_depth > 0;
+  const uint32_t hold_for = hold_frame ? 1 + static_cast<uint32_t>(rng_() % f.reorder_depth) : 0;
 
   Endpoint::Buf &b = from.bufs_[buf];
   Pending p;
   p.to = static_cast<uint32_t>(to.index());
   p.from = static_cast<uint32_t>(from.index());
-  p.buf = buf;
+  p.buf = hold ? buf : kNoBuf;
   if (dup) {
     ++counters_.duplicated;
     Pending copy = p;
     copy.data = data;
     p.data = std::move(data);
-    ++b.refs;
+    if (hold) b.refs += 2;
     schedule(dir, at, std::move(p));
-    ++b.refs;
     schedule(dir, at, std::move(copy));
     return true;
   }
   p.data = std::move(data);
-  ++b.refs;
-  if (hold) {
+  if (hold) ++b.refs;
+  if (hold_frame) {
     ++counters_.reordered;
     Held h;
     h.deadline = at + f.reorder_max_hold_ns;
@@ -335,14 +394,34 @@ bool FakeLink::enqueue_bottleneck(uint32_t to, std::vector<uint8_t> &data, uint6
   const bool ect = ecn == static_cast<int>(wire::Ecn::kEct0) ||
                    ecn == static_cast<int>(wire::Ecn::kEct1) ||
                    ecn == static_cast<int>(wire::Ecn::kCe);
+  QueueStats &st = q.stats;
+  ++st.arrivals;
+  st.max_bytes = std::max(st.max_bytes, q.bytes);
+  const size_t bin = q.bytes / QueueStats::kBinBytes;
+  if (st.hist.size() <= bin) st.hist.resize(bin + 1);
+  ++st.hist[bin];
   if (q.bytes > bn.buffer_bytes || (!ect && q.bytes > bn.notect_drop_bytes)) {
+    ++st.dropped;
     drop_counted(&counters_.dropped_queue);
     return false;
   }
-  if (q.bytes > bn.ecn_threshold_bytes && ect && ecn != static_cast<int>(wire::Ecn::kCe)) {
+  bool mark = false;
+  if (ect && ecn != static_cast<int>(wire::Ecn::kCe)) {
+    if (bn.red_kmax_bytes == 0) {
+      mark = q.bytes > bn.ecn_threshold_bytes;
+    } else if (q.bytes > bn.red_kmax_bytes) {
+      mark = true;
+    } else if (q.bytes > bn.red_kmin_bytes) {
+      const double span = static_cast<double>(bn.red_kmax_bytes - bn.red_kmin_bytes);
+      mark = chance(bn.red_pmax * static_cast<double>(q.bytes - bn.red_kmin_bytes) / span);
+    }
+  }
+  if (mark) {
     set_frame_ecn(data.data(), len, static_cast<uint8_t>(wire::Ecn::kCe));
     ++counters_.ce_marked;
+    ++st.marked;
   }
+  st.accepted_bytes += len;
   const auto ser = static_cast<uint64_t>(std::ceil(static_cast<double>(len) * 8 / bn.bits_per_ns));
   q.busy_until = std::max(q.busy_until, now) + ser;
   q.frames.emplace_back(q.busy_until, len);

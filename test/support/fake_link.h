@@ -16,13 +16,20 @@
 // Path of a frame committed by endpoint S at time now, for each destination D (the endpoint
 // whose MAC is the destination MAC; every other endpoint for a group address, i.e. broadcast
 // and multicast; unknown unicast is dropped and counted):
+//   0. S's uplink (NIC), if configured: frames leave S one after another at the uplink's
+//      `bits_per_ns` and reach the switch (step 1) when their last bit is out, at time t >= now;
+//      without an uplink t = now. The buffer stays busy until then (TX ring back-pressure: the
+//      pool size is the NIC's ring depth) and is free again once the frame reached the switch,
 //   1. the direction's filter hook (pass / drop / corrupt / duplicate),
 //   2. random drop,
 //   3. the bottleneck queue of D's switch port, if configured: frames queue behind each other
-//      at `bits_per_ns`; on arrival, with more than `ecn_threshold_bytes` queued, an ECT(0) or
-//      ECT(1) frame is marked CE (IPv4 TOS with the header checksum updated, RFC 1624, or IPv6
-//      traffic class; the ICRC does not cover these bits); with more than `notect_drop_bytes`
-//      queued a not-ECT frame is dropped; with more than `buffer_bytes` any frame is dropped,
+//      at `bits_per_ns`; on arrival with q bytes queued, an ECT(0) or ECT(1) frame is marked CE
+//      (IPv4 TOS with the header checksum updated, RFC 1624, or IPv6 traffic class; the ICRC
+//      does not cover these bits) if q > `ecn_threshold_bytes`, or, with RED configured, with
+//      probability red_pmax * (q - red_kmin) / (red_kmax - red_kmin) for red_kmin < q <= red_kmax
+//      and always above red_kmax (DCQCN's RED/ECN on the instantaneous queue); with more than
+//      `notect_drop_bytes` queued a not-ECT frame is dropped; with more than `buffer_bytes` any
+//      frame is dropped (tail drop); QueueStats records the depth each arrival saw,
 //   4. random corruption (one random bit anywhere in the frame flipped),
 //   5. delay + uniform jitter (a direction never reorders by jitter: each frame is delivered no
 //      earlier than the previous one of the same direction),
@@ -82,6 +89,24 @@ struct Bottleneck {
   uint32_t ecn_threshold_bytes = UINT32_MAX;
   uint32_t notect_drop_bytes = UINT32_MAX;
   uint32_t buffer_bytes = UINT32_MAX;
+  // RED/ECN marking (step 3 above); red_kmax_bytes == 0: off (ecn_threshold_bytes decides).
+  uint32_t red_kmin_bytes = 0;
+  uint32_t red_kmax_bytes = 0;
+  double red_pmax = 0;
+};
+
+// What one bottleneck queue saw, sampled at every frame arrival (dropped frames included).
+struct QueueStats {
+  static constexpr uint32_t kBinBytes = 1024;
+  uint64_t arrivals = 0;
+  uint64_t dropped = 0;
+  uint64_t marked = 0;
+  uint64_t max_bytes = 0;       // deepest queue an arrival saw
+  uint64_t accepted_bytes = 0;  // bytes of the frames queued (not dropped)
+  std::vector<uint64_t> hist;   // arrivals by queued bytes / kBinBytes
+  // Depth below which a fraction q (0..1] of the arrivals saw the queue: the upper edge of the
+  // histogram bin, so an over-estimate by at most kBinBytes. 0 without arrivals.
+  uint64_t percentile_bytes(double q) const noexcept;
 };
 
 struct LinkCounters {
@@ -164,6 +189,13 @@ class FakeLink {
   // The egress queue towards `to` / towards every endpoint without its own setting.
   void set_bottleneck(const Bottleneck &b) { global_bn_ = b; }
   void set_bottleneck(const Endpoint &to, const Bottleneck &b);
+  // The statistics of the queue towards `to` (all zero before its first arrival); reset
+  // starts a new measurement window (the queue itself is untouched).
+  QueueStats queue_stats(const Endpoint &to) const;
+  void reset_queue_stats(const Endpoint &to);
+  // The uplink of `from` (step 0 above); 0 removes it (only while none of its frames is in
+  // the uplink).
+  void set_uplink(const Endpoint &from, double bits_per_ns);
 
   // Delivers, in time order, every frame copy due at or before clock.now_ns() by calling
   // sink(Endpoint &to, const uint8_t *frame, uint32_t len); frames committed from inside the
@@ -172,6 +204,7 @@ class FakeLink {
   template <class Sink>
   size_t deliver(Sink &&sink) {
     const uint64_t now = clock_.now_ns();
+    pump_uplinks(now);
     const uint64_t seq_limit = next_seq_;
     release_held(now);
     size_t n = 0;
@@ -186,7 +219,7 @@ class FakeLink {
       ++to.rx_frames_;
       if (cap_delivered_.is_open()) cap_delivered_.write(p.data.data(), p.data.size(), now);
       sink(to, p.data.data(), static_cast<uint32_t>(p.data.size()));
-      eps_[p.from]->release(p.buf);
+      if (p.buf != kNoBuf) eps_[p.from]->release(p.buf);
     }
     return n;
   }
@@ -208,10 +241,11 @@ class FakeLink {
 
  private:
   friend class Endpoint;
+  static constexpr uint32_t kNoBuf = UINT32_MAX;
   struct Pending {
     uint32_t to = 0;
     uint32_t from = 0;
-    uint32_t buf = 0;  // the sender's buffer this copy keeps busy
+    uint32_t buf = 0;  // the sender's buffer this copy keeps busy, or kNoBuf
     std::vector<uint8_t> data;
   };
   struct Held {
@@ -228,11 +262,29 @@ class FakeLink {
     std::deque<std::pair<uint64_t, uint32_t>> frames;  // (departure ns, bytes)
     uint64_t bytes = 0;
     uint64_t busy_until = 0;
+    QueueStats stats;
+  };
+  struct Staged {
+    uint64_t at = 0;  // when the frame reaches the switch
+    uint32_t buf = 0;
+    uint32_t len = 0;
+  };
+  struct Uplink {
+    double bits_per_ns = 0;
+    uint64_t busy_until = 0;
+    std::deque<Staged> frames;
   };
 
   void on_commit(Endpoint &from, uint32_t buf, uint32_t len);
+  // Steps 1-7 for a frame that reaches the switch at `now`.
+  // With hold, each scheduled copy keeps the buffer busy until delivered (no uplink);
+  // without, the buffer is released when routing is done (the copies own their bytes).
+  void route(Endpoint &from, uint32_t buf, uint32_t len, uint64_t now, bool hold);
+  // Routes the uplinks' frames that reached the switch by `now`, in time order.
+  void pump_uplinks(uint64_t now);
   // One copy towards `to`; returns true if it was scheduled (it then holds a buffer ref).
-  bool send_copy(Endpoint &from, uint32_t buf, const uint8_t *frame, uint32_t len, Endpoint &to);
+  bool send_copy(Endpoint &from, uint32_t buf, const uint8_t *frame, uint32_t len, Endpoint &to,
+                 uint64_t now, bool hold);
   void schedule(DirState &dir, uint64_t at, Pending &&p);
   void release_held(uint64_t now);
   bool enqueue_bottleneck(uint32_t to, std::vector<uint8_t> &data, uint64_t now, uint64_t *depart);
@@ -253,6 +305,7 @@ class FakeLink {
   std::map<size_t, Bottleneck> per_port_bn_;
   std::map<std::pair<size_t, size_t>, DirState> dirs_;
   std::map<size_t, PortQueue> ports_;
+  std::vector<Uplink> uplinks_;                             // by endpoint index
   std::map<std::pair<uint64_t, uint64_t>, Pending> queue_;  // (deliver at, seq)
   uint64_t next_seq_ = 0;
   LinkCounters counters_;

@@ -41,6 +41,7 @@ socket = $WORK/uroced-$n.sock
 workers = $lcore
 mbufs = 4095
 idle_sleep_us = ${IDLE_SLEEP_US:-50}
+poll = ${UROCE_POLL:-adaptive}
 [port p0]
 device = net_memif0,role=$role,socket=$WORK/memif.sock,id=0
 ipv4 = $ip/24

@@ -707,6 +707,56 @@ TEST_F(Verbs, RemAccessErr) {
   EXPECT_EQ(ibv_dereg_mr(romr), 0);
 }
 
+// ibv_rereg_mr(CHANGE_TRANSLATION) moves an MR to another range (new keys, as "deregister then
+// register" allows); a change of PD or access is EOPNOTSUPP with the old MR intact; bad input is
+// EINVAL. rdma-core's codes: IBV_REREG_MR_ERR_INPUT with errno.
+TEST_F(Verbs, ReregMrChangesTranslation) {
+  std::vector<uint8_t> other(8192);
+  ibv_mr *mr = b.mr;
+  const uint32_t old_rkey = mr->rkey;
+  errno = 0;
+  EXPECT_EQ(
+      ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_LOCAL_WRITE),
+      IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, a.pd, nullptr, 0, 0), IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, nullptr, 64, 0),
+            IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(ibv_rereg_mr(mr, 1 << 7, nullptr, other.data(), other.size(), 0),
+            IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(mr->rkey, old_rkey);
+
+  ASSERT_EQ(
+      ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, other.data(), other.size(), 0), 0)
+      << strerror(errno);
+  EXPECT_EQ(mr->addr, other.data());
+  EXPECT_EQ(mr->length, other.size());
+  // A WRITE lands in the new range through the new rkey (same access as before).
+  pair();
+  for (int i = 0; i < 64; ++i)
+    a.buf[i] = static_cast<uint8_t>(0xa0 + i);
+  ibv_sge ss = sge_a(0, 64);
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, 1, &ss, 1, IBV_SEND_SIGNALED,
+                      reinterpret_cast<uintptr_t>(other.data()) + 100, mr->rkey),
+            0);
+  ibv_wc wc;
+  ASSERT_TRUE(poll_one(a.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(memcmp(other.data() + 100, a.buf.data(), 64), 0);
+  // The old range is no longer registered: the old rkey (if it changed) or the old address is
+  // refused.
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, 2, &ss, 1, IBV_SEND_SIGNALED, b.addr(0), old_rkey), 0);
+  ASSERT_TRUE(poll_one(a.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+  // Back to b.buf (which TearDown deregisters).
+  ASSERT_EQ(
+      ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, b.buf.data(), b.buf.size(), 0), 0);
+  EXPECT_EQ(mr->addr, b.buf.data());
+}
+
 // An operation the responder QP does not allow (no REMOTE_READ in its qp_access_flags):
 // NAK invalid request, REM_INV_REQ_ERR (rxe: check_op_valid -> RESPST_ERR_UNSUPPORTED_OPCODE).
 TEST_F(Verbs, RemInvReqErrQpAccess) {
@@ -1546,6 +1596,207 @@ TEST_F(Verbs, QpExAndCqEx) {
   EXPECT_EQ(ibv_destroy_qp(y), 0);
   EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cqa)), 0);
   EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cqb)), 0);
+}
+
+// ibv_wr_* writes into reserved SQ slots and publishes all or nothing at wr_complete; ibv_cq_ex
+// reads CQE slots in place, in batches, and consumes exactly the ones read at end_poll.
+TEST_F(Verbs, QpExIsAllOrNothingAndCqExConsumesWhatItRead) {
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = 256;
+  ca.wc_flags = IBV_WC_EX_WITH_QP_NUM;
+  ibv_cq_ex *cqx = ibv_create_cq_ex(a.ctx, &ca);
+  ASSERT_NE(cqx, nullptr) << strerror(errno);
+  // qa's peer is gone and its first retry is 17 s away (timeout 22): nothing completes while
+  // the send queue is filled.
+  ConnOpts oa;
+  oa.timeout = 22;
+  ibv_qp *x = make_qp(a, IBV_QPT_RC, nullptr, 64, ibv_cq_ex_to_cq(cqx));
+  ASSERT_NE(x, nullptr);
+  ibv_qp *y = qp(b);
+  connect(x, a, y, b, oa, {});
+  ASSERT_EQ(ibv_destroy_qp(y), 0);
+  for (auto &q : qps)
+    if (q == y) q = nullptr;
+  ibv_qp_attr at{};
+  ibv_qp_init_attr ia{};
+  ASSERT_EQ(ibv_query_qp(x, &at, IBV_QP_CAP, &ia), 0);
+  const uint32_t cap = at.cap.max_send_wr;
+  ASSERT_GE(cap, 40u);
+  ibv_qp_ex *qx = ibv_qp_to_qp_ex(x);
+  auto build = [&](uint32_t n, uint64_t first_id) {
+    for (uint32_t i = 0; i < n; ++i) {
+      qx->wr_id = first_id + i;
+      qx->wr_flags = IBV_SEND_SIGNALED;
+      ibv_wr_rdma_write(qx, b.mr->rkey, b.addr(0));
+      ibv_wr_set_sge(qx, a.mr->lkey, a.addr(0), 8);
+    }
+  };
+  // One more WR than the queue holds: ENOMEM and nothing posted.
+  ibv_wr_start(qx);
+  build(cap + 1, 5000);
+  EXPECT_EQ(ibv_wr_complete(qx), ENOMEM);
+  // Aborted WRs are not posted either.
+  ibv_wr_start(qx);
+  build(3, 6000);
+  ibv_wr_abort(qx);
+  // So the whole queue is free: cap WRs go in (ids 0..cap-1), one more is ENOMEM.
+  ibv_wr_start(qx);
+  build(cap - 4, 0);
+  ASSERT_EQ(ibv_wr_complete(qx), 0);
+  ibv_sge s = sge_a(0, 8);
+  for (uint32_t i = cap - 4; i < cap; ++i)
+    ASSERT_EQ(post_send(x, IBV_WR_RDMA_WRITE, i, &s, 1, IBV_SEND_SIGNALED, b.addr(0), b.mr->rkey),
+              0);
+  ibv_wr_start(qx);
+  build(1, 7000);
+  EXPECT_EQ(ibv_wr_complete(qx), ENOMEM);
+  // ERR flushes them: read 20 with start_poll / next_poll (more than one peeked batch), the
+  // rest with ibv_poll_cq; every WR exactly once, in order.
+  at.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ibv_modify_qp(x, &at, IBV_QP_STATE), 0);
+  std::vector<uint64_t> ids;
+  const auto end = Clock::now() + std::chrono::milliseconds(kWaitMs);
+  while (ids.size() < 20 && Clock::now() < end) {
+    ibv_poll_cq_attr pa{};
+    if (ibv_start_poll(cqx, &pa) != 0) {
+      std::this_thread::yield();
+      continue;
+    }
+    do {
+      EXPECT_EQ(cqx->status, IBV_WC_WR_FLUSH_ERR);
+      EXPECT_EQ(ibv_wc_read_qp_num(cqx), x->qp_num);
+      ids.push_back(cqx->wr_id);
+    } while (ids.size() < 20 && ibv_next_poll(cqx) == 0);
+    ibv_end_poll(cqx);
+  }
+  ibv_wc wc[8];
+  while (ids.size() < cap && Clock::now() < end) {
+    const int n = ibv_poll_cq(ibv_cq_ex_to_cq(cqx), 8, wc);
+    ASSERT_GE(n, 0);
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
+      ids.push_back(wc[i].wr_id);
+    }
+    if (n == 0) std::this_thread::yield();
+  }
+  ASSERT_EQ(ids.size(), cap);
+  for (uint32_t i = 0; i < cap; ++i)
+    EXPECT_EQ(ids[i], i);
+  EXPECT_TRUE(cq_empty_for(ibv_cq_ex_to_cq(cqx), 50));
+  EXPECT_EQ(ibv_destroy_qp(x), 0);
+  EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
+}
+
+// Posting locks the QP, not the context: two threads post and poll on two QPs of one context at
+// once (their doorbells share the context's doorbell ring); every WR completes, once.
+TEST_F(Verbs, TwoThreadsPostOnQpsOfOneContext) {
+  constexpr int kThreads = 2, kWrs = 3000, kWindow = 32;
+  ibv_cq *cqs[kThreads];
+  ibv_qp *xs[kThreads];
+  for (int t = 0; t < kThreads; ++t) {
+    cqs[t] = ibv_create_cq(a.ctx, 64, nullptr, nullptr, 0);
+    ASSERT_NE(cqs[t], nullptr);
+    xs[t] = make_qp(a, IBV_QPT_RC, nullptr, 64, cqs[t]);
+    ASSERT_NE(xs[t], nullptr);
+    ibv_qp *y = qp(b);
+    ASSERT_NE(y, nullptr);
+    connect(xs[t], a, y, b);
+  }
+  std::atomic<int> bad{0};
+  auto run = [&](int t) {
+    ibv_sge s = sge_a(64 * t, 8);
+    int posted = 0, done = 0;
+    const auto end = Clock::now() + std::chrono::milliseconds(4 * kWaitMs);
+    while (done < kWrs && Clock::now() < end) {
+      while (posted < kWrs && posted - done < kWindow) {
+        ibv_send_wr wr{}, *badwr = nullptr;
+        wr.wr_id = static_cast<uint64_t>(posted);
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.sg_list = &s;
+        wr.num_sge = 1;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.wr.rdma.remote_addr = b.addr(64 * t);
+        wr.wr.rdma.rkey = b.mr->rkey;
+        if (ibv_post_send(xs[t], &wr, &badwr) != 0) {
+          bad.fetch_add(1);
+          return;
+        }
+        ++posted;
+      }
+      ibv_wc wc[8];
+      const int n = ibv_poll_cq(cqs[t], 8, wc);
+      for (int i = 0; i < n; ++i)
+        if (wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != static_cast<uint64_t>(done + i))
+          bad.fetch_add(1);
+      if (n > 0) done += n;
+      if (n == 0) std::this_thread::yield();
+    }
+    if (done != kWrs) bad.fetch_add(1000);
+  };
+  std::thread th[kThreads];
+  for (int t = 0; t < kThreads; ++t)
+    th[t] = std::thread(run, t);
+  for (auto &t : th)
+    t.join();
+  EXPECT_EQ(bad.load(), 0);
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(ibv_destroy_qp(xs[t]), 0);
+    EXPECT_EQ(ibv_destroy_cq(cqs[t]), 0);
+  }
+}
+
+// Moving a QP to RESET removes its completions not yet polled from its CQs (as rdma-core's mlx5
+// provider; pyverbs' test_mr_rereg_addr restarts QPs that way and expects a clean CQ); the other
+// QPs' completions stay, in order.
+TEST_F(Verbs, ResetRemovesTheQpsUnpolledCompletions) {
+  ibv_comp_channel *ch = ibv_create_comp_channel(a.ctx);
+  ASSERT_NE(ch, nullptr);
+  ibv_cq *cq = ibv_create_cq(a.ctx, 64, nullptr, ch, 0);
+  ASSERT_NE(cq, nullptr);
+  ibv_qp *x[3];
+  ibv_sge rs = sge_a(0, 64);
+  const int nrecv[3] = {2, 4, 1};
+  for (int i = 0; i < 3; ++i) {
+    x[i] = make_qp(a, IBV_QPT_RC, nullptr, 64, cq);
+    ASSERT_NE(x[i], nullptr);
+    ASSERT_EQ(to_init(x[i], {}), 0);
+    for (int j = 0; j < nrecv[i]; ++j)
+      ASSERT_EQ(post_recv(x[i], 100 * i + j, &rs, 1), 0);
+  }
+  ibv_qp_attr err{};
+  err.qp_state = IBV_QPS_ERR;
+  auto to_err_and_wait = [&](ibv_qp *q) {  // its flushes are in the CQ once the event came
+    ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+    ASSERT_EQ(ibv_modify_qp(q, &err, IBV_QP_STATE), 0);
+    pollfd p{ch->fd, POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, kWaitMs), 1);
+    ibv_cq *evcq = nullptr;
+    void *evctx = nullptr;
+    ASSERT_EQ(ibv_get_cq_event(ch, &evcq, &evctx), 0);
+    ibv_ack_cq_events(cq, 1);
+  };
+  ibv_wc wc;
+  to_err_and_wait(x[0]);
+  ASSERT_TRUE(poll_one(cq, &wc));  // x0's first flush; its second stays in the CQ
+  EXPECT_EQ(wc.wr_id, 0u);
+  to_err_and_wait(x[1]);  // x1's four flushes
+  to_err_and_wait(x[2]);  // x2's one
+  ibv_qp_attr reset{};
+  reset.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(ibv_modify_qp(x[1], &reset, IBV_QP_STATE), 0);
+  // Left: x0's second flush, then x2's (moved up over x1's four), nothing else.
+  ASSERT_TRUE(poll_one(cq, &wc));
+  EXPECT_EQ(wc.wr_id, 1u);
+  EXPECT_EQ(wc.qp_num, x[0]->qp_num);
+  EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+  ASSERT_TRUE(poll_one(cq, &wc));
+  EXPECT_EQ(wc.wr_id, 200u);
+  EXPECT_EQ(wc.qp_num, x[2]->qp_num);
+  EXPECT_TRUE(cq_empty_for(cq, 50));
+  for (ibv_qp *q : x)
+    EXPECT_EQ(ibv_destroy_qp(q), 0);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
 }
 
 // ---- completion channel + poll() ---------------------------------------------------------------

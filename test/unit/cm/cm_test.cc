@@ -288,6 +288,47 @@ TEST_F(Pair, MraDelaysTheResend) {
   EXPECT_EQ(ca->counters().retries, 1u);
 }
 
+TEST_F(Pair, MraSentForAReqHoldsThePeerAndIsResent) {
+  ASSERT_EQ(cb->listen(kSid, 1), 0);
+  uint32_t passive = 0;
+  b.react = [&](const Event &e) {
+    if (e.kind == Event::kReqReceived) {
+      passive = e.comm_id;
+      EXPECT_EQ(cb->mra(e.comm_id, 24), 0);  // as the kernel's rdma_cm: 68 s
+    }
+  };
+  uint32_t id;
+  ASSERT_EQ(ca->connect(req(), b.gid, now, &id), 0);
+  const auto first = a_out.front();
+  run();
+  ASSERT_NE(passive, 0u);
+  // The REQ's timeout passes: A waits the MRA's time instead of resending.
+  advance(req_wait() + 1);
+  EXPECT_EQ(ca->counters().retries, 0u);
+  EXPECT_EQ(state(*ca, id), State::kReqSent);
+  // A resent REQ (our MRA lost) gets the MRA again, not a second event.
+  const uint64_t tx = cb->counters().tx_mads;
+  cb->receive(first.first, first.second.data(), first.second.size(), now);
+  EXPECT_EQ(cb->counters().tx_mads, tx + 1);
+  ASSERT_EQ(b_out.size(), 1u);
+  EXPECT_EQ(b_out.front().second[16] << 8 | b_out.front().second[17], 0x0011);  // MRA
+  EXPECT_EQ(b.count(Event::kReqReceived), 1u);
+  run();
+  EXPECT_EQ(cb->mra(id + 12345, 24), EINVAL);
+  // The consumer answers late, within the MRA's time: connected.
+  advance(cm_time_ns(22));
+  EXPECT_EQ(cb->accept(passive, rep(), now), 0);
+  a.react = [this](const Event &e) {
+    if (e.kind == Event::kRepReceived) {
+      EXPECT_EQ(ca->rtu(e.comm_id, nullptr, 0, now), 0);
+    }
+  };
+  run();
+  EXPECT_EQ(state(*ca, id), State::kEstablished);
+  EXPECT_EQ(state(*cb, passive), State::kEstablished);
+  EXPECT_EQ(cb->mra(passive, 24), EINVAL);  // only while the REQ waits
+}
+
 TEST_F(Pair, DuplicateReqIsReportedOnce) {
   ASSERT_EQ(cb->listen(kSid, 1), 0);
   uint32_t id;

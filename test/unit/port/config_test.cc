@@ -211,6 +211,51 @@ TEST(Config, BadNumbers) {
   expect_error("[daemon]\nidle_sleep_us = 5\n",
                {"t.conf:2", "'idle_sleep_us'", "0 (busy polling) or 10"});
   expect_error("[daemon]\nidle_sleep_us = 100001\n", {"t.conf:2", "out of range"});
+  expect_error("[daemon]\npoll = fast\n", {"t.conf:2", "'poll'", "adaptive or busy"});
+  expect_error("[daemon]\nidle_threshold_us = 1000001\n",
+               {"t.conf:2", "'idle_threshold_us'", "out of range"});
+  expect_error("[daemon]\nidle_max_sleep_us = 5\n",
+               {"t.conf:2", "'idle_max_sleep_us'", "out of range [10, 1000000]"});
+}
+
+TEST(Config, PollModes) {
+  const Config d = parse("[port a]\ndevice = net_null0\n", "t.conf");
+  EXPECT_EQ(d.daemon.poll, PollMode::kAdaptive);  // the default: sleep when idle
+  EXPECT_EQ(d.daemon.idle_threshold_us, 100u);
+  EXPECT_EQ(d.daemon.idle_max_sleep_us, 1000u);
+  const Config b = parse(
+      "[daemon]\npoll = busy\nidle_threshold_us = 0\nidle_max_sleep_us = 5000\n"
+      "[port a]\ndevice = net_null0\n",
+      "t.conf");
+  EXPECT_EQ(b.daemon.poll, PollMode::kBusy);
+  EXPECT_EQ(b.daemon.idle_threshold_us, 0u);
+  EXPECT_EQ(b.daemon.idle_max_sleep_us, 5000u);
+}
+
+TEST(Config, Quotas) {
+  const Config d = parse("[daemon]\n", "t.conf");
+  EXPECT_EQ(d.daemon.quota.qps, 256u);
+  EXPECT_EQ(d.daemon.quota.ctl_outstanding, 8u);
+  EXPECT_EQ(d.daemon.quota.mr_bytes, uint64_t{1} << 36);
+  const Config c = parse(
+      "[daemon]\nquota_qps = 3\nquota_cqs = 4\nquota_srqs = 0\nquota_mrs = 5\n"
+      "quota_mr_bytes = 1099511627776\nquota_ctl_outstanding = 1\nquota_event_fds = 7\n",
+      "t.conf");
+  EXPECT_EQ(c.daemon.quota.qps, 3u);
+  EXPECT_EQ(c.daemon.quota.cqs, 4u);
+  EXPECT_EQ(c.daemon.quota.srqs, 0u);
+  EXPECT_EQ(c.daemon.quota.mrs, 5u);
+  EXPECT_EQ(c.daemon.quota.mr_bytes, uint64_t{1} << 40);
+  EXPECT_EQ(c.daemon.quota.ctl_outstanding, 1u);
+  EXPECT_EQ(c.daemon.quota.event_fds, 7u);
+  EXPECT_EQ(parse("[daemon]\n", "t.conf", {"daemon.quota_qps=9"}).daemon.quota.qps, 9u);
+  expect_error("[daemon]\nquota_qps = 0\n", {"t.conf:2", "'quota_qps'", "out of range [1, 16384]"});
+  expect_error("[daemon]\nquota_ctl_outstanding = 33\n",
+               {"t.conf:2", "'quota_ctl_outstanding'", "out of range [1, 32]"});
+  expect_error("[daemon]\nquota_mr_bytes = 4095\n",
+               {"t.conf:2", "'quota_mr_bytes'", "out of range"});
+  expect_error("[daemon]\nquota_mrs = many\n", {"t.conf:2", "'quota_mrs'", "bad number"});
+  expect_error("[daemon]\nquota_fds = 1\n", {"t.conf:2", "unknown key", "quota_event_fds"});
 }
 
 TEST(Config, Duplicates) {

@@ -123,6 +123,7 @@ TEST(CaptureTraffic, RepresentativeMix) {
   ASSERT_FALSE(delivered.empty());
   EngineConfig cfg;
   cfg.ecn = true;
+  cfg.cnp_dscp = 48;  // check_capture.py's CNP_DSCP
   Net net(21, 3, cfg);
   ASSERT_TRUE(net.link.capture(sent)) << sent;
   ASSERT_TRUE(net.link.capture_delivered(delivered)) << delivered;

@@ -54,13 +54,14 @@ import sys
 RC = list(range(0x00, 0x15)) + [0x16, 0x17]
 UC = list(range(0x20, 0x2C))
 WANT_OPCODES = set(RC + UC + [0x64, 0x65, 0x81])
+CNP_DSCP = 48  # capture_traffic.cc's EngineConfig::cnp_dscp (ConnectX's default cnp_dscp)
 AETH_OPCODES = {0x0D, 0x0F, 0x10, 0x11, 0x12}
 HEURISTICS = ["rpcrdma_infiniband", "smb_direct_infiniband", "smcr_infiniband",
               "iser_infiniband", "sdp_infiniband", "fc_infiniband", "lnet_ib", "eth_over_ib",
               "mellanox_eoib", "nvme_rdma"]
 FIELDS = ["frame.number", "frame.protocols", "_ws.malformed", "_ws.expert.message",
           "infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn",
-          "infiniband.aeth.syndrome"]
+          "infiniband.aeth.syndrome", "ip.dsfield.dscp", "ip.dsfield.ecn", "infiniband.bth.p_key"]
 
 
 def fail(msg):
@@ -172,10 +173,12 @@ def run_tshark(tshark, pcap):
         return [dict(zip(FIELDS, row.split("\t"))) for row in p.stdout.splitlines()]
 
 
-def compare_with_tshark(name, frames, ours, counts, tshark, pcap):
+def compare_with_tshark(name, frames, ours, counts, tshark, pcap, cnp_dscp=None):
     """tshark must dissect every frame without malformed marks or expert info, and agree with
     `ours` (our parse of each frame; None for a frame that is not RoCE) on the BTH of every
-    RoCE frame; its opcode counts must equal `counts` (uroce-pcap-check's)."""
+    RoCE frame; its opcode counts must equal `counts` (uroce-pcap-check's). With cnp_dscp, every
+    IPv4 CNP must carry that DSCP, ECN 00 and P_Key 0xFFFF, as ConnectX sends it (tshark 4.0
+    has no BECN field: dcqcn_engine_test checks that byte)."""
     rows = run_tshark(tshark, pcap)
     if len(rows) != len(frames):
         fail(f"{name}: tshark printed {len(rows)} rows for {len(frames)} frames")
@@ -214,6 +217,10 @@ def compare_with_tshark(name, frames, ours, counts, tshark, pcap):
                 errors.append(f"{where}: AETH syndrome {syn!r}, want {mine['syndrome']:#x}")
         elif syn:
             errors.append(f"{where}: unexpected AETH syndrome {syn}")
+        if cnp_dscp is not None and op == 0x81 and mine["ver"] == 4:
+            got = (row["ip.dsfield.dscp"], row["ip.dsfield.ecn"], row["infiniband.bth.p_key"])
+            if got[0] != str(cnp_dscp) or got[1] != "0" or int(got[2] or "0", 0) != 0xFFFF:
+                errors.append(f"{where}: CNP DSCP / ECN / P_Key {got}, want {cnp_dscp} / 0 / 0xffff")
     for e in errors[:30]:
         print(e)
     if errors:
@@ -327,7 +334,7 @@ def check_one(name, pcap, tool, tshark):
     if collections.Counter(p["opcode"] for p in ours) != collections.Counter(counts):
         fail(f"{name}: our opcode counts differ from uroce-pcap-check's")
 
-    compare_with_tshark(name, frames, ours, counts, tshark, pcap)
+    compare_with_tshark(name, frames, ours, counts, tshark, pcap, cnp_dscp=CNP_DSCP)
     return ours, counts
 
 

@@ -233,7 +233,7 @@ TEST_F(EdgeTest, ResponderDestroyedWithPacketsInFlightPeerSeesRetryExhaustion) {
 
 // The requester QP is destroyed while the READ replies stream back and its ACK timer is armed:
 // the replies are dropped as "no such QP", the timer never fires for the dead QP, and the QP
-// slot (same QPN: qpn_base + index) comes back blank for the next create.
+// slot comes back blank, under a new QPN, for the next create.
 TEST_F(EdgeTest, RequesterDestroyedWithReadRepliesInFlight) {
   connect();
   fill_pattern(b.at(0), 64 * 1024, 4);
@@ -254,10 +254,13 @@ TEST_F(EdgeTest, RequesterDestroyedWithReadRepliesInFlight) {
   EXPECT_GT(rx_after - rx_before, 0u);
   EXPECT_EQ(net->e(0).counters().drop(DropReason::kNoQp), rx_after - rx_before);
   EXPECT_TRUE(drain(0).empty());
-  // the slot is reused: same QPN, RESET, zero counters and PSNs; it works with a new peer
+  // the slot is reused: a fresh random QPN (doc/security.md), RESET, zero counters and PSNs;
+  // it works with a new peer
   RcParams p;
   const uint32_t q2 = net->create(0, p, 0);
-  EXPECT_EQ(q2, qa);
+  EXPECT_NE(q2, qa);
+  EXPECT_EQ(net->e(0).qp_slot(q2), 0u);  // the same (only) slot
+  EXPECT_EQ(net->e(0).qp_slot(qa), UINT32_MAX);
   EXPECT_EQ(state(0, q2), QpState::kReset);
   EXPECT_EQ(net->e(0).qp_counters(q2)->tx_pkts, 0u);
   const uint32_t peer = net->create(1, p, 0);

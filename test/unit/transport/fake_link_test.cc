@@ -660,6 +660,129 @@ TEST(FakeLink, EcnQueueDropsNotEctOverLimitAndEverythingWhenFull) {
   EXPECT_EQ(link.counters().dropped_queue, 4u);
 }
 
+// RED/ECN between Kmin and Kmax: the k-th frame of a burst finds k frames queued; the marking
+// probability is 0 up to Kmin, Pmax (q - Kmin) / (Kmax - Kmin) up to Kmax, 1 above. The queue's
+// statistics count every arrival at the depth it saw.
+TEST(FakeLink, RedMarksBetweenKminAndKmaxWithRisingProbability) {
+  FakeClock clock;
+  FakeLink link(21, clock);
+  Endpoint &a = link.add_endpoint(kMacA, 64);
+  Endpoint &b = link.add_endpoint(kMacB);
+  FrameOpts ect{.ecn = Ecn::kEct0};
+  ect.payload = payload_for(ect, 1000);
+  const uint32_t len = static_cast<uint32_t>(make_frame(kMacA, kMacB, 0, ect).size());
+  Bottleneck bn;
+  bn.bits_per_ns = 1.0;
+  bn.red_kmin_bytes = 2 * len;
+  bn.red_kmax_bytes = 6 * len;
+  bn.red_pmax = 0.5;
+  link.set_bottleneck(b, bn);
+  constexpr uint32_t kBursts = 4000, kPerBurst = 9;
+  std::vector<uint64_t> marks(kPerBurst, 0);
+  for (uint32_t r = 0; r < kBursts; ++r) {
+    for (uint32_t i = 0; i < kPerBurst; ++i)
+      ASSERT_TRUE(send(a, make_frame(kMacA, kMacB, i, ect)));
+    for (const Rx &x : drain(link, clock)) {
+      const uint32_t i = psn_of(x.data.data(), static_cast<uint32_t>(x.data.size()));
+      ASSERT_LT(i, kPerBurst);
+      if (frame_ecn(x.data.data(), static_cast<uint32_t>(x.data.size())) == 3) ++marks[i];
+    }
+    clock.advance(1'000'000);
+  }
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < kPerBurst; ++i) {
+    total += marks[i];
+    const double q = static_cast<double>(i) * len;
+    if (i <= 2) {
+      EXPECT_EQ(marks[i], 0u) << "frame " << i;
+    } else if (i <= 6) {
+      expect_binomial(marks[i], kBursts, 0.5 * (q - 2.0 * len) / (4.0 * len), "RED band");
+    } else {
+      EXPECT_EQ(marks[i], kBursts) << "frame " << i;
+    }
+  }
+  const QueueStats st = link.queue_stats(b);
+  EXPECT_EQ(st.arrivals, uint64_t{kBursts} * kPerBurst);
+  EXPECT_EQ(st.marked, total);
+  EXPECT_EQ(st.dropped, 0u);
+  EXPECT_EQ(st.max_bytes, 8u * len);
+  EXPECT_EQ(st.accepted_bytes, uint64_t{kBursts} * kPerBurst * len);
+  // Depths 0, L, ..., 8L, equally often: the median arrival saw 4L, the last ninth 8L.
+  EXPECT_GE(st.percentile_bytes(0.5), 4u * len);
+  EXPECT_LE(st.percentile_bytes(0.5), 4u * len + QueueStats::kBinBytes);
+  EXPECT_GE(st.percentile_bytes(1.0), 8u * len);
+  EXPECT_LE(st.percentile_bytes(0.85), 7u * len + QueueStats::kBinBytes);
+  link.reset_queue_stats(b);
+  EXPECT_EQ(link.queue_stats(b).arrivals, 0u);
+  EXPECT_EQ(link.queue_stats(b).percentile_bytes(0.99), 0u);
+}
+
+// An uplink serializes what its endpoint commits: frames reach the switch one after another at
+// the uplink's rate, keep their buffers meanwhile, and queue at the bottleneck in arrival order
+// across senders.
+TEST(FakeLink, UplinkSerializesFramesBeforeTheSwitch) {
+  FakeClock clock;
+  FakeLink link(22, clock);
+  Endpoint &a = link.add_endpoint(kMacA, 8);
+  Endpoint &b = link.add_endpoint(kMacB);
+  Endpoint &c = link.add_endpoint(kMacC, 8);
+  Faults f;
+  f.delay_ns = 100;
+  link.set_faults(f);
+  link.set_uplink(a, 1.0);  // 8 ns per byte
+  link.set_uplink(c, 0.5);  // 16 ns per byte
+  FrameOpts o;
+  o.payload = payload_for(o, 500);
+  const uint32_t len = static_cast<uint32_t>(make_frame(kMacA, kMacB, 0, o).size());
+  for (uint32_t i = 0; i < 4; ++i)
+    ASSERT_TRUE(send(a, make_frame(kMacA, kMacB, i, o)));
+  ASSERT_TRUE(send(c, make_frame(kMacC, kMacB, 100, o)));
+  EXPECT_EQ(a.free_buffers(), 4u);
+  EXPECT_EQ(link.in_flight(), 5u);
+  EXPECT_EQ(link.next_delivery_ns(), uint64_t{len} * 8);
+  // At 8L a's first frame reaches the switch: its buffer is free, the frame still in flight.
+  clock.set(uint64_t{len} * 8);
+  EXPECT_EQ(link.deliver([](Endpoint &, const uint8_t *, uint32_t) {}), 0u);
+  EXPECT_EQ(a.free_buffers(), 5u);
+  EXPECT_EQ(link.in_flight(), 5u);
+  std::vector<Rx> rx = drain(link, clock);
+  ASSERT_EQ(rx.size(), 5u);
+  // a's frames at (i + 1) * 8L + delay; c's one at 16L + delay, after a's second (tie: a's
+  // second reached the switch at the same time and went first by endpoint index).
+  std::vector<uint32_t> psns;
+  for (const Rx &x : rx)
+    psns.push_back(psn_of(x.data.data(), static_cast<uint32_t>(x.data.size())));
+  EXPECT_EQ(psns, (std::vector<uint32_t>{0, 1, 100, 2, 3}));
+  EXPECT_EQ(rx[0].at, uint64_t{len} * 8 + 100);
+  EXPECT_EQ(rx[1].at, uint64_t{len} * 16 + 100);
+  EXPECT_EQ(rx[2].at, uint64_t{len} * 16 + 100);
+  EXPECT_EQ(rx[4].at, uint64_t{len} * 32 + 100);
+  EXPECT_EQ(a.free_buffers(), 8u);
+
+  // Into a bottleneck of 0.5 bit/ns (the slower uplink's rate): a and c each send 2
+  // frames at once; the queue sees them in switch-arrival order.
+  clock.advance(1'000'000);
+  Bottleneck bn;
+  bn.bits_per_ns = 0.5;
+  link.set_bottleneck(b, bn);
+  const uint64_t t0 = clock.now_ns();
+  for (uint32_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(send(a, make_frame(kMacA, kMacB, 10 + i, o)));
+    ASSERT_TRUE(send(c, make_frame(kMacC, kMacB, 20 + i, o)));
+  }
+  rx = drain(link, clock);
+  ASSERT_EQ(rx.size(), 4u);
+  psns.clear();
+  for (const Rx &x : rx)
+    psns.push_back(psn_of(x.data.data(), static_cast<uint32_t>(x.data.size())));
+  // a's frames reach the switch at 8L and 16L, c's at 16L and 32L; the queue drains at 16L per
+  // frame from the first arrival: departures 24L, 40L, 56L, 72L.
+  EXPECT_EQ(psns, (std::vector<uint32_t>{10, 11, 20, 21}));
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(rx[i].at - t0, uint64_t{len} * (24 + 16 * i) + 100) << i;
+  EXPECT_EQ(link.queue_stats(b).arrivals, 4u);
+}
+
 TEST(FakeLink, SetFrameEcnKeepsIpv4ChecksumValid) {
   // Every TOS / ECN combination: the incremental update gives the same result as a recompute.
   for (uint8_t ecn = 0; ecn < 4; ++ecn) {

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The drop-in librdmacm.so.1 (doc/cm.md): rdma_cm's API over uroced's connection manager.
+// The daemon keeps the connections (lib/daemon/cm_service.h); this library holds the app's side
+// of each id and channel, moves the id's QP through INIT / RTR / RTS over the verbs shim with
+// the parameters the CM negotiated, and turns the daemon's events into rdma_cm_events.
+// A channel's fd is one end of an AF_UNIX datagram socket pair; the other end is given to each
+// daemon the channel is used with, which sends a byte to it when it queues an event, so poll /
+// epoll / O_NONBLOCK on channel->fd behave as with the kernel's rdma_cm.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ctl/client.h"
+#include "uroce/ctl_cm.h"
+#include "uroce/ctl_verbs.h"
+
+#define UROCE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace uroce::rdmacm {
+
+// One uroced (one verbs device): its own control connection, the shim's context for it.
+struct Dev {
+  std::string sock;
+  ctl::Client cli;
+  std::mutex mu;  // one request at a time on cli
+  ibv_context *ctx = nullptr;
+  ibv_pd *pd = nullptr;  // the default PD (rdma_create_qp with pd == NULL)
+  ibv_device_attr attr{};
+  uint8_t active_mtu = 3;  // IBTA enum
+  // A CM request: 0 or -errno (the daemon's status, or -EIO when the channel broke).
+  int call(uint16_t type, const void *p, size_t len, const int *fds, size_t nfds, void *rep,
+           size_t rep_len);
+};
+
+struct Chan {
+  rdma_event_channel ch{};            // first: the app's pointer is &ch
+  int wake = -1;                      // the end the daemons write to
+  std::map<Dev *, uint32_t> handles;  // the channel's handle in each daemon
+};
+
+struct Id {
+  rdma_cm_id id{};  // first: the app's pointer is &id
+  Dev *dev = nullptr;
+  uint32_t handle = 0;  // 0: not yet known to a daemon
+  Chan *chan = nullptr;
+  uint16_t gid_index = 0;
+  uint8_t peer_gid[16] = {};
+  uint8_t tos = 0;
+  bool tos_set = false;
+  uint8_t ack_timeout = 14;
+  ibv_sa_path_rec path{};
+  // The connection as negotiated: ours and the peer's.
+  uint32_t psn = 0, peer_qpn = 0, peer_psn = 0;
+  uint8_t path_mtu = 3, resp_res = 0, init_depth = 0, retry = 7, rnr_retry = 7;
+};
+
+struct Event {
+  rdma_cm_event ev{};  // first: the app's pointer is &ev
+  uint8_t priv[ctl::kCmPrivateMax] = {};
+};
+
+inline Id *to_id(rdma_cm_id *id) {
+  return reinterpret_cast<Id *>(id);
+}
+inline int fail(int e) {  // errno = e, -1
+  errno = e;
+  return -1;
+}
+inline uint8_t clamp(uint8_t v, int max) {
+  return static_cast<uint8_t>(v > max ? max : v);
+}
+
+// cma.cc
+std::vector<Dev *> &devices();  // every daemon of UROCE_SOCKET, connected on first use
+// qp.cc: the QP transitions the CM makes, from the id's negotiated parameters.
+int qp_attr_for(Id *id, ibv_qp_state state, ibv_qp_attr *a, int *mask);
+int modify_to(Id *id, ibv_qp_state state);  // 0 or errno
+uint32_t random_psn();
+
+}  // namespace uroce::rdmacm

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Integration test of the drop-in librdmacm (drivers/rdmacm, doc/cm.md) with UNMODIFIED
+# rdmacm-utils binaries over the verbs shim and two uroced joined by net_memif (QP 1 and the
+# CM in each daemon, lib/daemon/cm_service.cc):
+#   1. rping: server on daemon A, client on daemon B, -C 10 -v: both exit 0, each prints its
+#      10 pings with the rotating pattern (data verified by rping itself with -V).
+#   2. ucmatose: server on A, client on B (one connection, 10 SENDs each way): both exit 0.
+#   2b. udaddy: RDMA_PS_UDP (SIDR_REQ / SIDR_REP), UD messages both ways: both exit 0.
+#   3. A client connecting to a port nobody listens on is rejected at once (REJ reason 8:
+#      RDMA_CM_EVENT_REJECTED, not a timeout).
+#   4. perftest's ib_write_bw -R and ib_send_lat -R (the connection through rdma_cm).
+#   5. The daemons counted the CM MADs and no bad ones.
+# Every wait is bounded; every process started is stopped by PID.
+# Usage: cm_apps.sh PATH/TO/uroced VERBS_SHIM_DIR RDMACM_SHIM_DIR PATH/TO/uroce-stat
+set -uo pipefail
+
+USAGE="usage: $0 UROCED VERBS_SHIM_DIR RDMACM_SHIM_DIR UROCE_STAT"
+UROCED=${1:?$USAGE}
+SHIM=${2:?$USAGE}
+CMSHIM=${3:?$USAGE}
+STAT=${4:?$USAGE}
+for t in rping ucmatose udaddy ib_write_bw ib_send_lat timeout; do
+  command -v $t >/dev/null || { echo "FAIL: '$t' not found (scripts/install-deps.sh installs it)"; exit 1; }
+done
+[ -e "$CMSHIM/librdmacm.so.1" ] || { echo "FAIL: no librdmacm.so.1 in $CMSHIM"; exit 1; }
+NAME=cm IP_NET=10.86.0
+# shellcheck source=two_uroced.sh
+. "$(dirname "$0")/two_uroced.sh"
+IP_A=$IP_NET.1
+# Apps on both shims (two_uroced.sh's `on` knows the verbs one only).
+cm_on() {  # cm_on SOCK CMD...
+  local sock=$1
+  shift
+  env LD_LIBRARY_PATH="$CMSHIM:$SHIM" UROCE_SOCKET="$sock" nice -n "${APP_NICE:-10}" "$@"
+}
+
+# --- 1. rping
+cm_on "$SOCK_A" timeout 60 rping -s -a "$IP_A" -p 7174 -C 10 -v -V >"$WORK/rping-s.log" 2>&1 &
+PID_S=$!
+sleep 1
+cm_on "$SOCK_B" timeout 60 rping -c -a "$IP_A" -p 7174 -C 10 -v -V >"$WORK/rping-c.log" 2>&1
+rc_c=$?
+wait "$PID_S"
+rc_s=$?
+PID_S=""
+nc=$(grep -c "^ping data: rdma-ping-" "$WORK/rping-c.log")
+ns=$(grep -c "^server ping data: rdma-ping-" "$WORK/rping-s.log")
+if [ $rc_c -eq 0 ] && [ $rc_s -eq 0 ] && [ "$nc" -eq 10 ] && [ "$ns" -eq 10 ] &&
+   grep -q "^ping data: rdma-ping-9: JKLMNOPQRSTUVWXYZ" "$WORK/rping-c.log"; then
+  pass "rping -C 10 -v -V: server on A, client on B, 10 pings each side"
+else
+  fail "rping: client rc=$rc_c ($nc pings), server rc=$rc_s ($ns pings)"
+  tail -n 8 "$WORK/rping-c.log" "$WORK/rping-s.log"
+fi
+
+# --- 2. ucmatose
+cm_on "$SOCK_A" timeout 60 ucmatose -b "$IP_A" -p 7175 >"$WORK/ucma-s.log" 2>&1 &
+PID_S=$!
+sleep 1
+cm_on "$SOCK_B" timeout 60 ucmatose -s "$IP_A" -p 7175 >"$WORK/ucma-c.log" 2>&1
+rc_c=$?
+wait "$PID_S"
+rc_s=$?
+PID_S=""
+if [ $rc_c -eq 0 ] && [ $rc_s -eq 0 ] && grep -q "^test complete" "$WORK/ucma-c.log" &&
+   grep -q "^test complete" "$WORK/ucma-s.log"; then
+  pass "ucmatose: server on A, client on B, test complete on both"
+else
+  fail "ucmatose: client rc=$rc_c, server rc=$rc_s"
+  tail -n 8 "$WORK/ucma-c.log" "$WORK/ucma-s.log"
+fi
+
+# --- 2b. udaddy: RDMA_PS_UDP, the QPN and Q_Key through SIDR, then UD SENDs both ways
+cm_on "$SOCK_A" timeout 60 udaddy -b "$IP_A" >"$WORK/udaddy-s.log" 2>&1 &
+PID_S=$!
+sleep 1
+cm_on "$SOCK_B" timeout 60 udaddy -s "$IP_A" >"$WORK/udaddy-c.log" 2>&1
+rc_c=$?
+wait "$PID_S"
+rc_s=$?
+PID_S=""
+if [ $rc_c -eq 0 ] && [ $rc_s -eq 0 ] && grep -q "^test complete" "$WORK/udaddy-c.log" &&
+   grep -q "^test complete" "$WORK/udaddy-s.log"; then
+  pass "udaddy (SIDR): server on A, client on B, test complete on both"
+else
+  fail "udaddy: client rc=$rc_c, server rc=$rc_s"
+  tail -n 8 "$WORK/udaddy-c.log" "$WORK/udaddy-s.log"
+fi
+
+# --- 3. nobody listens: rejected at once (reason 8, invalid service id)
+cm_on "$SOCK_B" timeout 30 rping -c -a "$IP_A" -p 7179 -C 1 -v >"$WORK/rping-rej.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "RDMA_CM_EVENT_REJECTED" "$WORK/rping-rej.log"; then
+  pass "connect to a port nobody listens on: RDMA_CM_EVENT_REJECTED (rc=$rc)"
+else
+  fail "connect to an unused port: rc=$rc, $(tail -3 "$WORK/rping-rej.log")"
+fi
+
+# --- 4. perftest over rdma_cm (-R): the server binds any address, the client resolves A's.
+for t in "ib_write_bw -s 65536 -n 200" "ib_send_lat -s 64 -n 200"; do
+  set -- $t
+  tool=$1
+  shift
+  cm_on "$SOCK_A" timeout 90 "$tool" -R -d uroce0 -p 18600 "$@" >"$WORK/$tool-s.log" 2>&1 &
+  PID_S=$!
+  sleep 2
+  cm_on "$SOCK_B" timeout 90 "$tool" -R -d uroce_b -p 18600 "$@" "$IP_A" >"$WORK/$tool-c.log" 2>&1
+  rc_c=$?
+  wait "$PID_S"
+  rc_s=$?
+  PID_S=""
+  if [ $rc_c -eq 0 ] && [ $rc_s -eq 0 ] && grep -qE "^ +[0-9]+ +[0-9]+ " "$WORK/$tool-c.log"; then
+    pass "$tool -R $*: server on A, client on B: $(grep -E "^ +[0-9]+ +[0-9]+ " "$WORK/$tool-c.log" | head -1 | tr -s ' ')"
+  else
+    fail "$tool -R: client rc=$rc_c, server rc=$rc_s"
+    tail -n 8 "$WORK/$tool-c.log" "$WORK/$tool-s.log"
+  fi
+done
+
+# --- 5. the daemons' CM counters
+for s in A B; do
+  sock=SOCK_$s
+  out=$(env -u LD_LIBRARY_PATH "$STAT" -s "${!sock}" 2>&1)
+  rx=$(awk '$1 == "cm.rx_mads" {print $2}' <<<"$out")
+  bad=$(awk '$1 == "cm.rx_bad_mads" {print $2}' <<<"$out")
+  drops=$(awk '$1 ~ /^cm.gsi_drop_/ {s += $2} END {print s + 0}' <<<"$out")
+  if [ "${rx:-0}" -gt 0 ] && [ "${bad:-1}" -eq 0 ] && [ "$drops" -eq 0 ]; then
+    pass "daemon $s: cm.rx_mads=$rx, no bad MADs, no QP 1 drops"
+  else
+    fail "daemon $s: cm.rx_mads=${rx:-?} cm.rx_bad_mads=${bad:-?} gsi drops=$drops"
+  fi
+done
+kill -0 "$PID_A" 2>/dev/null && kill -0 "$PID_B" 2>/dev/null || fail "a daemon died"
+echo "$FAILS failure(s)"
+[ "$FAILS" -eq 0 ]

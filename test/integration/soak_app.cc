@@ -71,7 +71,9 @@ constexpr uint32_t kQkey = 0x11111111;
 // Per pair, a 64 KiB slice of each side's MR.
 constexpr size_t kSlice = 64 * 1024;
 constexpr uint32_t kMaxLen = 16 * 1024;
-constexpr size_t kASrc = 0, kADst = 16384, kAAtomic = 32768;                      // on A
+// A READ's destination is followed by a guard byte that must stay 0 (kADst + kMaxLen): the
+// atomic result lives past it, not on it.
+constexpr size_t kASrc = 0, kADst = 16384, kAAtomic = 32768 + 64;                 // on A
 constexpr size_t kBRecv = 0, kBWrite = 16384, kBReadSrc = 32768, kBAtom = 49152;  // on B
 constexpr uint32_t kRecvsPosted = 4;
 // UD: datagrams of kUdLen, B's receive slots after the pairs' slices.

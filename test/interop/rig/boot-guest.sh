@@ -77,13 +77,7 @@ echo "[boot] netns $NS tap $TAP eth0 $ADDR mac $MAC mtu $MTU, share $SHARE"
 
 # -nodefaults, -serial stdio: no display, no extra device, the console is our stdout;
 # -no-reboot with panic=-1: a guest panic ends qemu; romfile= skips the NIC's iPXE ROM.
-# Unless interactive (-S), qemu runs in a session of its own (setsid): with the kernel's
-# autogroup scheduling (sched_autogroup_enabled) a session is one scheduling group, so the
-# guest's vCPU gets a group's share of the host instead of a part of the caller's, which the
-# caller's own busy-polling processes (uroced, perftest) would take (doc/interop.md).
-sess=(setsid -w)
-[ "$SHELL_AT_END" = 1 ] && sess=()
-qemu=(ip netns exec "$NS" nice -n "$((NICE - $(nice)))" "${sess[@]}" qemu-system-x86_64 -machine pc
+qemu=(ip netns exec "$NS" nice -n "$((NICE - $(nice)))" qemu-system-x86_64 -machine pc
   -accel tcg,thread=multi -cpu max -smp 1,maxcpus=2 -m "$MEM"
   -nodefaults -no-user-config -nographic -no-reboot -serial stdio
   -kernel "$IMAGE/vmlinux" -initrd "$IMAGE/initramfs.cpio.gz"

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
 #include <vector>
 
 #include "harness.h"
@@ -120,11 +121,13 @@ Result run(const Scenario &sc) {
     fl.peer_qpn = qr;
     if (!sc.flows.empty()) fl.spec = sc.flows.at(f);
   }
-  std::vector<int> flow_of_qpn(4096, -1);  // receiver QPN -> flow
-  std::vector<std::vector<int>> flow_of_sender_qpn(1 + sc.senders, std::vector<int>(4096, -1));
+  // QPNs are random (doc/security.md): looked up, not indexed.
+  std::unordered_map<uint32_t, int> flow_of_qpn;  // receiver QPN -> flow
+  std::vector<std::unordered_map<uint32_t, int>> flow_of_sender_qpn(1 + sc.senders);
   for (size_t f = 0; f < n_flows; ++f) {
-    flow_of_qpn.at(flows[f].peer_qpn) = static_cast<int>(f);
-    flow_of_sender_qpn[flows[f].node].at(flows[f].qpn) = static_cast<int>(f);
+    EXPECT_TRUE(flow_of_qpn.emplace(flows[f].peer_qpn, static_cast<int>(f)).second);
+    EXPECT_TRUE(
+        flow_of_sender_qpn[flows[f].node].emplace(flows[f].qpn, static_cast<int>(f)).second);
   }
   const size_t n_bins = (sc.duration_ns + kBinNs - 1) / kBinNs;
   for (Flow &fl : flows)
@@ -137,8 +140,8 @@ Result run(const Scenario &sc) {
     const uint64_t now = net.clock.now_ns();
     if (to.index() == 0 && len >= 14 + 20 + 8 + 12u) {
       const uint32_t qpn = wire::be::load32(frame + 14 + 20 + 8 + 4) & 0xFFFFFF;
-      if (qpn < flow_of_qpn.size() && flow_of_qpn[qpn] >= 0) {
-        Flow &fl = flows[static_cast<size_t>(flow_of_qpn[qpn])];
+      if (const auto it = flow_of_qpn.find(qpn); it != flow_of_qpn.end()) {
+        Flow &fl = flows[static_cast<size_t>(it->second)];
         if (now / kBinNs < n_bins) fl.bin_bytes[now / kBinNs] += len;
         if (window_open) fl.window_bytes += len;
       }
@@ -166,8 +169,8 @@ Result run(const Scenario &sc) {
         for (uint32_t j = 0; j < k; ++j) {
           ++r.completed;
           if (wc[j].status != WcStatus::kSuccess) ++r.wr_errors;
-          const int f = wc[j].qp_num < 4096 ? flow_of_sender_qpn[i][wc[j].qp_num] : -1;
-          if (f >= 0) ++flows[static_cast<size_t>(f)].completed;
+          const auto it = flow_of_sender_qpn[i].find(wc[j].qp_num);
+          if (it != flow_of_sender_qpn[i].end()) ++flows[static_cast<size_t>(it->second)].completed;
         }
         n += k;
       }

@@ -228,7 +228,7 @@ int run(int argc, char **argv) {
     if (nw > kMaxWorkers)
       throw port::PortError("daemon.workers: at most " + std::to_string(kMaxWorkers) + " workers");
     auto engine = std::make_unique<RoceEngine>(*ports[0], clock, ecfg);
-    std::vector<transport::EngineCore *> engines{engine.get()};
+    std::vector<DaemonEngine *> engines{engine.get()};
     // Capture with several workers: worker w copies its queue's frames into its own ring, main
     // drains them into the one file (doc/uroced.md, Capture). Declared before the queues and
     // the worker guard: the rings outlive every lcore that uses them.
@@ -506,8 +506,9 @@ int run(int argc, char **argv) {
     const BridgeCounters bc = daemon.counters(true);
     std::printf(
         "bridge counters: sessions=%lu doorbells=%lu send_wqes=%lu recv_wqes=%lu bad_wqes=%lu "
-        "cqes=%lu\n",
-        bc.sessions_opened, bc.doorbells, bc.send_wqes, bc.recv_wqes, bc.bad_wqes, bc.cqes);
+        "cqes_forwarded=%lu\n",
+        bc.sessions_opened, bc.doorbells, bc.send_wqes, bc.recv_wqes, bc.bad_wqes,
+        bc.cqes_forwarded);
     for (auto &p : ports) {
       p->flush();
       print_port_counters(*p);

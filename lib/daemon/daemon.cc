@@ -8,15 +8,15 @@
 
 namespace uroce::daemon {
 
-Daemon::Daemon(std::vector<transport::EngineCore *> engines, PortView &port, DaemonOptions opt)
+Daemon::Daemon(std::vector<DaemonEngine *> engines, PortView &port, DaemonOptions opt)
     : port_(port), opt_(opt) {
   if (engines.empty() || engines.size() > kMaxWorkers)
     throw std::invalid_argument("uroce daemon: 1 to 64 worker engines");
   cfg0_ = engines[0]->config();
-  // Each QP and SRQ has at most one forwarded doorbell per kind in flight: the forward ring
-  // cannot fill (pow2 >= 2 * max_qp + max_srq).
+  // Each QP has at most one forwarded doorbell per kind in flight: the forward ring cannot
+  // fill (pow2 >= 2 * max_qp).
   uint32_t fwd = 2;
-  while (fwd < 2 * cfg0_.max_qp + cfg0_.max_srq)
+  while (fwd < 2 * cfg0_.max_qp)
     fwd <<= 1;
   for (size_t i = 0; i < engines.size(); ++i) {
     auto W = std::make_unique<Worker>();
@@ -24,8 +24,8 @@ Daemon::Daemon(std::vector<transport::EngineCore *> engines, PortView &port, Dae
     W->eng = engines[i];
     W->qpn_base = engines[i]->config().qpn_base;
     W->qp_by_index.assign(engines[i]->config().max_qp, nullptr);
-    W->srq_by_handle.assign(engines[i]->config().max_srq + 1, nullptr);
-    W->cq_by_handle.assign(engines[i]->config().max_cq + 1, nullptr);
+    W->srq_by_eh.assign(engines[i]->config().max_srq + 1, nullptr);
+    W->cq_by_eh.assign(engines[i]->config().max_cq + 1, nullptr);
     if (i != 0) {
       W->db_in = std::make_unique<LocalRing<abi::Doorbell>>(fwd);
       W->ev_out = std::make_unique<LocalRing<AsyncItem>>(1024);
@@ -80,8 +80,8 @@ unsigned Daemon::serve_commands(unsigned w) noexcept {
   return w < w_.size() && w_[w]->cmd ? w_[w]->cmd->serve() : 0;
 }
 
-uint32_t Daemon::replicate(const std::function<uint32_t(transport::EngineCore &)> &f,
-                           const std::function<void(transport::EngineCore &, uint32_t)> &undo) {
+uint32_t Daemon::replicate(const std::function<uint32_t(DaemonEngine &)> &f,
+                           const std::function<void(DaemonEngine &, uint32_t)> &undo) {
   uint32_t h = 0;
   size_t done = 0;
   bool ok = true;
@@ -101,7 +101,7 @@ uint32_t Daemon::replicate(const std::function<uint32_t(transport::EngineCore &)
   return 0;
 }
 
-void Daemon::on_all(const std::function<void(transport::EngineCore &)> &f) {
+void Daemon::on_all(const std::function<void(DaemonEngine &)> &f) {
   for (size_t i = 0; i < w_.size(); ++i)
     run_on(static_cast<unsigned>(i), [&] { f(*w_[i]->eng); });
 }

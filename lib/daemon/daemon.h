@@ -3,9 +3,11 @@
 //
 // Daemon is the ctl::Handler of the control server: one session per connected app, owning its
 // PDs, MRs, CQs, QPs, SRQs and AHs (each checked to belong to the session on every request),
-// all torn down when the app disconnects or dies. The bridge moves work between the apps'
-// shared-memory rings and the engines: doorbells -> SQ / RQ / SRQ rings -> post_send /
-// post_recv; engine completions -> the app's CQ ring (+ eventfd); async events -> the session.
+// all torn down when the app disconnects or dies. The engines work on the apps' shared-memory
+// rings in place (transport::RingQueues: the requester copies WQEs from the SQ ring, the
+// completer writes CQEs into the CQ ring); what is left of the bridge routes doorbells to the
+// owner engine, moves CQEs of a CQ shared across workers to its owner, and async events to
+// the session.
 //
 // Threads (doc/uroced.md, "Threading"): one engine per worker lcore; worker 0 is the main lcore,
 // which also runs the control path and reads the apps' doorbell rings. A worker's objects are
@@ -71,19 +73,20 @@ struct DaemonOptions {
   uint32_t doorbell_budget = 64;  // doorbells taken from one session per pass
 };
 
+// The engine of every worker: its queues are the apps' shared-memory rings (doc/ipc.md, "One
+// queue, one copy").
+using DaemonEngine = transport::EngineCoreT<transport::RingQueues>;
+
 // Daemon-wide bridge counters (exported through kStats).
 struct BridgeCounters {
   uint64_t doorbells = 0;
-  uint64_t bad_doorbells = 0;  // unknown QPN / kind, or a QP of another session
-  uint64_t send_wqes = 0;      // posted to the engine
-  uint64_t recv_wqes = 0;
-  uint64_t bad_wqes = 0;       // failed validation (or refused by the engine): error CQE + ERR
-  uint64_t flushed_wqes = 0;   // taken from the ring of a QP in ERR: FLUSH_ERR CQE
-  uint64_t corrupt_rings = 0;  // a ring whose app-written index was impossible: QP to ERR
-  uint64_t cqes = 0;           // moved to CQ rings
-  uint64_t cqe_lost = 0;       // bridge-made error CQEs that found the CQ ring full
-  uint64_t cq_events = 0;      // eventfd writes
-  uint64_t cq_passes = 0;      // CQs looked at by bridge_out (dirty ones only)
+  uint64_t bad_doorbells = 0;   // unknown QPN / kind, or a QP of another session
+  uint64_t send_wqes = 0;       // copied from SQ rings by the engines' requesters
+  uint64_t recv_wqes = 0;       // taken from RQ / SRQ rings by the engines' responders
+  uint64_t bad_wqes = 0;        // copies that failed validation: error CQE + ERR (SRQ: SRQ_ERR)
+  uint64_t corrupt_rings = 0;   // a ring whose app-written index was impossible
+  uint64_t cqes_forwarded = 0;  // moved from a worker's forward ring into the CQ owner's ring
+  uint64_t cq_events = 0;       // eventfd writes
   uint64_t sessions_opened = 0, sessions_closed = 0;
   uint64_t async_events = 0;         // engine events queued to their session
   uint64_t async_unrouted = 0;       // events whose object no longer exists
@@ -95,9 +98,9 @@ class Daemon : public ctl::Handler {
  public:
   // engines[w]: worker w's engine (w == 0: the main lcore's). All built with the same
   // EngineConfig except qpn_base == worker_qpn_base(w, base) (lcore.h).
-  Daemon(std::vector<transport::EngineCore *> engines, PortView &port, DaemonOptions opt = {});
-  Daemon(transport::EngineCore &engine, PortView &port, DaemonOptions opt = {})
-      : Daemon(std::vector<transport::EngineCore *>{&engine}, port, opt) {}
+  Daemon(std::vector<DaemonEngine *> engines, PortView &port, DaemonOptions opt = {});
+  Daemon(DaemonEngine &engine, PortView &port, DaemonOptions opt = {})
+      : Daemon(std::vector<DaemonEngine *>{&engine}, port, opt) {}
   ~Daemon() override;
   Daemon(const Daemon &) = delete;
   Daemon &operator=(const Daemon &) = delete;
@@ -113,15 +116,15 @@ class Daemon : public ctl::Handler {
   void on_throttle(ctl::Server &, const ctl::ClientInfo &) override;
 
   // ---- data path: called by worker w's thread only (w == 0: the main lcore) ----
-  // Doorbells -> rung rings -> engine. Returns the number of WQEs handled (on worker 0 plus
-  // the doorbells read from the sessions' rings).
+  // Doorbells -> the engine (sq_doorbell / rq_doorbell: the requester copies the WQEs from the
+  // ring itself). Returns the number of doorbells handled (worker 0: read from the sessions'
+  // rings, the others: forwarded by main).
   uint32_t bridge_in(unsigned w = 0) noexcept;
-  // Engine completions -> CQ rings (+ eventfd), engine async events -> their session's queue
-  // (+ the session's async eventfd). Returns the number of CQEs moved.
+  // CQEs of other workers' QPs -> the app's CQ rings this worker owns (+ eventfd); engine async
+  // events -> their session's queue (+ the session's async eventfd). Returns the work done.
   uint32_t bridge_out(unsigned w = 0) noexcept;
   // Worker w >= 1: runs the control operations main sent it. Returns how many ran.
   unsigned serve_commands(unsigned w) noexcept;
-
   // ---- control thread ----
   unsigned workers() const noexcept { return static_cast<unsigned>(w_.size()); }
   // Runs f() on worker w (directly when w == 0) and returns when it has run; while it waits,
@@ -200,18 +203,23 @@ class Daemon : public ctl::Handler {
   // ---- daemon.cc: the workers ----
   // Calls f(engine) on every worker, in order; each must return the same non-zero handle.
   // Otherwise undo(engine, handle) runs where it succeeded, and 0 is returned.
-  uint32_t replicate(const std::function<uint32_t(transport::EngineCore &)> &f,
-                     const std::function<void(transport::EngineCore &, uint32_t)> &undo);
+  uint32_t replicate(const std::function<uint32_t(DaemonEngine &)> &f,
+                     const std::function<void(DaemonEngine &, uint32_t)> &undo);
   // Calls f(engine) on every worker (destroy paths: they agree, the daemon checked first).
-  void on_all(const std::function<void(transport::EngineCore &)> &f);
+  void on_all(const std::function<void(DaemonEngine &)> &f);
   Qp *main_qp(uint32_t qpn) const noexcept;
 
   // ---- session.cc: session lifetime ----
   void destroy_qp_obj(Session &s, Qp &q);
   void destroy_srq_obj(Srq &q);
-  void release_idle_cq(Cq &c);
+  void destroy_cq_obj(Cq &c);
   void destroy_session(Session &s);
   void rebuild_lists();
+  // ---- verbs_cq_srq.cc: binding a CQ / SRQ to the worker of a QP that uses it ----
+  // The engine handle of CQ c on worker w: binds c to w if unbound, or makes w's forward
+  // ring. 0 when an engine table is full.
+  uint32_t cq_on(Cq &c, unsigned w);
+  uint32_t srq_on(Srq &q, unsigned w);  // q unbound or bound to w
 
   // ---- quota.cc: 0, or -ENOMEM (counted) when `more` of kind k would exceed s's quota ----
   int check_quota(Session &s, QuotaKind k, uint64_t more = 1) noexcept;
@@ -223,21 +231,12 @@ class Daemon : public ctl::Handler {
   // ---- data path (worker W's thread) ----
   // bridge_doorbell.cc
   void main_doorbells() noexcept;  // main: the sessions' doorbell rings
-  // bridge_drain.cc
-  void activate(Worker &W, Qp &q) noexcept;
-  void activate_srq(Worker &W, Srq &s) noexcept;
-  bool drain_sq(Worker &W, Qp &q) noexcept;  // true: keep the QP active
-  bool drain_rq(Worker &W, Qp &q) noexcept;
-  bool drain_srq(Worker &W, Srq &s) noexcept;
-  void fail_wqe(Worker &W, Qp &q, Cq *cq, uint64_t wr_id, transport::WcStatus st,
-                transport::WcOpcode op, bool recv) noexcept;
-  void qp_to_error(Worker &W, Qp &q) noexcept;
-  void ring_broken(Worker &W, Qp &q) noexcept;  // an impossible SQ / RQ index: ERR + QP_FATAL
+  void ring(Worker &W, uint32_t qpn, uint32_t kind) noexcept;
   // bridge_cq.cc
-  uint32_t move_cq(Worker &W, Cq &c) noexcept;
-  // Gives the app back the SQ / RQ (SRQ) slots of the work requests the engine is done with.
-  void release_slots(Worker &W, Qp &q) noexcept;
-  bool cq_ring_broken(Worker &W, Cq &c) noexcept;
+  static void cq_event(void *cq) noexcept;  // the engine fired the app's arm: eventfd
+  // A worker wrote into a forward ring its owner armed before sleeping: wake the owner.
+  static void fwd_event(void *lane) noexcept;
+  void cq_error(Worker &W, Cq &c) noexcept;  // IBV_EVENT_CQ_ERR, once
   // bridge_events.cc
   void emit_async(Worker &W, uint32_t type, uint32_t handle) noexcept;
   void forward_events() noexcept;                             // main: the workers' events
@@ -253,9 +252,9 @@ class Daemon : public ctl::Handler {
   // Main's lookup tables (control thread / main lcore only), sized at construction.
   std::vector<std::vector<Qp *>> qp_main_;  // [worker][that worker's engine's qp_slot(qpn)]
   std::vector<uint32_t> load_;              // QPs per worker
-  std::vector<Srq *> srq_by_handle_;
-  std::vector<Cq *> cq_by_handle_;
-  std::vector<Session *> live_sessions_;  // rebuilt on connect / disconnect
+  std::vector<Srq *> srq_by_handle_;        // by the app's handle (1..max_srq)
+  std::vector<Cq *> cq_by_handle_;          // by the app's handle (1..max_cq)
+  std::vector<Session *> live_sessions_;    // rebuilt on connect / disconnect
   std::vector<Sleeper *> sleepers_;
   std::function<void()> wait_hook_;
   StatsHook stats_hook_;

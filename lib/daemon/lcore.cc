@@ -27,14 +27,11 @@ uint32_t frame_dest_qpn(const uint8_t *f, uint32_t len) noexcept {
 }
 
 int place_qp(const int *bound, size_t nbound, const uint32_t *load, size_t nworkers) noexcept {
-  int w = kUnbound;
   for (size_t i = 0; i < nbound; ++i) {
     if (bound[i] == kUnbound) continue;
     if (bound[i] < 0 || static_cast<size_t>(bound[i]) >= nworkers) return kUnbound;
-    if (w != kUnbound && w != bound[i]) return kUnbound;
-    w = bound[i];
+    return bound[i];
   }
-  if (w != kUnbound) return w;
   if (nworkers == 0) return kUnbound;
   size_t best = 0;
   for (size_t i = 1; i < nworkers; ++i)

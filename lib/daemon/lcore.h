@@ -51,24 +51,25 @@ uint32_t frame_dest_qpn(const uint8_t *frame, uint32_t len) noexcept;
 
 // ---- placement -----------------------------------------------------------------------------
 inline constexpr int kUnbound = -1;
-// A QP must live on the worker its CQs and SRQ are bound to (a CQ ring and an SRQ ring have
-// one producer / consumer lcore). `bound`: the binding of each of them (kUnbound if none yet);
-// `load`: QPs per worker. Returns the common bound worker, or the least loaded one (lowest
-// index on a tie) if none is bound, or kUnbound when two are bound to different workers.
+// A QP lives on the worker its SRQ is bound to (an SRQ ring has one consumer lcore), else on
+// the worker of one of its CQs (a CQ bound to another worker gets a forward ring, doc/ipc.md).
+// `bound`: the binding of each, in that priority order (kUnbound if none yet); `load`: QPs per
+// worker. Returns the first bound worker, or the least loaded one (lowest index on a tie) if
+// none is bound; kUnbound only for a binding that names no worker.
 int place_qp(const int *bound, size_t nbound, const uint32_t *load, size_t nworkers) noexcept;
 
 // ---- a ring between two threads of this process ---------------------------------------------
 template <class T>
 class LocalRing {
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) % 8 == 0);
+
+ public:
   static constexpr uint32_t slot_size() noexcept {
     uint32_t s = 8;
     while (s < sizeof(T))
       s <<= 1;
     return s;
   }
-
- public:
   // slots: a power of two >= 2.
   explicit LocalRing(uint32_t slots) : bytes_(abi::ring_bytes(slot_size(), slots)) {
     const size_t alloc = (bytes_ + abi::kCacheLine - 1) / abi::kCacheLine * abi::kCacheLine;
@@ -89,6 +90,11 @@ class LocalRing {
   bool pop(T *v) noexcept { return cons_.try_pop(v) == shm::RingError::kOk; }
   size_t pop_burst(T *v, size_t n) noexcept { return cons_.pop_burst(v, n); }
   uint64_t capacity() const noexcept { return prod_.capacity(); }
+  // The ring memory, for a producer handle of another module (the engine's forward CQ);
+  // then only consumer() is used here.
+  void *mem() noexcept { return mem_.get(); }
+  size_t bytes() const noexcept { return bytes_; }
+  shm::RingConsumer &consumer() noexcept { return cons_; }
 
  private:
   struct Free {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "daemon/daemon.h"
 
@@ -21,7 +22,8 @@ using transport::WcStatus;
 using transport::WrOpcode;
 
 inline constexpr uint32_t kSrqDoorbellBit = 0x80000000u;  // Doorbell.qpn of an SRQ: bit | handle
-inline constexpr uint32_t kCqBurst = 32;
+inline constexpr uint32_t kCqBurst = 32;                  // CQEs moved from a forward ring per pass
+inline constexpr uint32_t kMaxSrqPerSession = 64;
 
 inline uint32_t pow2_at_least(uint32_t v) noexcept {
   uint32_t p = 2;
@@ -40,47 +42,55 @@ struct RingMem {
 int make_ring(const char *name, abi::RingKind kind, uint32_t id, uint32_t slot_size,
               uint32_t slot_count, RingMem *out);
 
+// A CQ lives on one worker (doc/ipc.md, "A CQ has one producer"): the first QP that uses it
+// binds it to that QP's worker, for life, where the engine writes CQEs straight into the app's
+// ring. A QP on another worker (its other CQ or its SRQ placed it there) completes into a
+// private forward ring of its own worker's engine, which the owner moves into the app's ring.
 struct Daemon::Cq {
-  uint32_t handle = 0;
+  uint32_t handle = 0;  // the app's handle (daemon-wide); engines number CQs their own way
   Session *owner = nullptr;
   RingMem mem;
-  shm::RingProducer ring;  // produced by the bound worker only
+  uint32_t depth = 0;
   shm::EventFd ev;
-  bool err_reported = false;  // IBV_EVENT_CQ_ERR sent for a corrupt ring (bound worker)
-  int worker = kUnbound;      // main: set by the first QP using it, for life
-  uint32_t qp_refs = 0;       // main: QPs using it
+  BridgeCounters *ctr = nullptr;          // the owner worker's counters (its event hook)
+  std::atomic<bool> err_reported{false};  // IBV_EVENT_CQ_ERR sent (once)
+  int worker = kUnbound;                  // main: bound by the first QP using it, for life
+  uint32_t qp_refs = 0;                   // main: QPs using it
+  // Per worker: the engine's handle of this CQ there (0: none) and, on a worker other than
+  // the owner, the forward ring its engine writes into. Written by main around run_on.
+  struct Lane {
+    uint32_t eh = 0;
+    std::unique_ptr<LocalRing<abi::Cqe>> fwd;
+    Daemon *daemon = nullptr;  // fwd_event's context: who to wake
+    unsigned owner = 0;
+  };
+  std::vector<Lane> lanes;
 };
 
+// An SRQ lives on the worker of the first QP that uses it (its ring has one consumer: that
+// engine's responder); QPs using it are placed there.
 struct Daemon::Srq {
-  uint32_t handle = 0;
+  uint32_t handle = 0;  // the app's handle
   Session *owner = nullptr;
   RingMem mem;
-  shm::RingConsumer ring;  // consumed by the bound worker only
-  int worker = kUnbound;   // main: first QP using it, or worker 0 when rung before that
-  uint32_t qp_refs = 0;    // main
-  // A forwarded doorbell is in flight (lcore.h argument in Daemon::main_doorbells).
-  std::atomic<uint8_t> db_pending{0};
-  bool active = false;  // bound worker
-  Srq *act_next = nullptr, *act_prev = nullptr;
+  uint32_t pd = 0, slots = 0, max_sge = 0, limit = 0;  // limit: armed before binding
+  int worker = kUnbound;                               // main
+  uint32_t eh = 0;                                     // the engine's handle on its worker
+  uint32_t qp_refs = 0;                                // main
 };
 
+// A QP: its rings are the engine's queues (RingQueues) on its worker.
 struct Daemon::Qp {
   uint32_t qpn = 0;
   unsigned worker = 0;  // the owner, for life (also bits 16..23 of qpn)
   Session *owner = nullptr;
   transport::QpType type = transport::QpType::kRc;
   RingMem sq_mem, rq_mem;
-  shm::RingConsumer sq, rq;
   bool has_rq = false;
   Cq *scq = nullptr, *rcq = nullptr;
-  uint32_t srq = 0;
+  Srq *srq = nullptr;
   uint32_t pd = 0;
   std::atomic<uint8_t> db_pending{0};  // bit 1 SQ, bit 2 RQ: a forwarded doorbell in flight
-  // The owner worker's data-path state.
-  bool sq_rung = false, rq_rung = false;
-  bool err = false;  // moved to ERR by the bridge (or by the app)
-  bool active = false;
-  Qp *act_next = nullptr, *act_prev = nullptr;
 };
 
 struct Daemon::Session {
@@ -114,17 +124,22 @@ struct AsyncItem {
   uint32_t handle = 0;
 };
 
+// A forward ring the owner of a CQ drains into the app's ring (see Daemon::Cq).
+struct CqForward {
+  Daemon::Cq *cq = nullptr;
+  LocalRing<abi::Cqe> *ring = nullptr;
+};
+
 // What one worker's data path owns. Only that worker's thread touches it (the control thread
 // through run_on), except the rings, which have one producer and one consumer thread each.
 struct Daemon::Worker {
   unsigned id = 0;
-  transport::EngineCore *eng = nullptr;
+  DaemonEngine *eng = nullptr;
   uint32_t qpn_base = 0;
-  std::vector<Qp *> qp_by_index;  // by the engine's qp_slot(qpn)
-  std::vector<Srq *> srq_by_handle;
-  std::vector<Cq *> cq_by_handle;
-  Qp *act_head = nullptr;
-  Srq *srq_act_head = nullptr;
+  std::vector<Qp *> qp_by_index;   // by the engine's qp_slot(qpn)
+  std::vector<Srq *> srq_by_eh;    // by this engine's SRQ handle (async events)
+  std::vector<Cq *> cq_by_eh;      // by this engine's CQ handle (async events)
+  std::vector<CqForward> forward;  // CQs owned here that QPs of other workers complete into
   BridgeCounters ctr;
   std::unique_ptr<LocalRing<abi::Doorbell>> db_in;  // main -> worker (id >= 1)
   std::unique_ptr<LocalRing<AsyncItem>> ev_out;     // worker -> main (id >= 1)
@@ -144,28 +159,5 @@ struct Daemon::Reply {
   }
   void fd(int f) { fds[nfds++] = f; }
 };
-
-// The active lists of a worker (QPs / SRQs with rung rings), intrusive and doubly linked.
-template <class T>
-void link_front(T &q, T *&head) noexcept {
-  if (q.active) return;
-  q.active = true;
-  q.act_prev = nullptr;
-  q.act_next = head;
-  if (head) head->act_prev = &q;
-  head = &q;
-}
-
-template <class T>
-void unlink(T &q, T *&head) noexcept {
-  if (!q.active) return;
-  if (q.act_prev)
-    q.act_prev->act_next = q.act_next;
-  else
-    head = q.act_next;
-  if (q.act_next) q.act_next->act_prev = q.act_prev;
-  q.act_next = q.act_prev = nullptr;
-  q.active = false;
-}
 
 }  // namespace uroce::daemon

@@ -31,8 +31,9 @@
 
 namespace uroce::daemon {
 
-using RoceEngine = transport::Engine<port::EthPort, port::TscClock>;     // worker 0 (main)
-using QueueEngine = transport::Engine<port::PortQueue, port::TscClock>;  // workers 1..n-1
+// worker 0 (main), workers 1..n-1: over the apps' rings (transport::RingQueues)
+using RoceEngine = transport::Engine<port::EthPort, port::TscClock, transport::RingQueues>;
+using QueueEngine = transport::Engine<port::PortQueue, port::TscClock, transport::RingQueues>;
 
 // Frames between lcores (doc/uroced.md, Threading): the mbuf travels, and with it its ownership.
 struct MbufRef {
@@ -91,7 +92,7 @@ template <class Port>
 class PollLoop {
  public:
   static constexpr bool kMain = std::is_same_v<Port, port::EthPort>;
-  using EngineT = transport::Engine<Port, port::TscClock>;
+  using EngineT = transport::Engine<Port, port::TscClock, transport::RingQueues>;
   static constexpr uint64_t kTimerNs = 1'000'000;     // ARP / ND timers every millisecond
   static constexpr uint64_t kServeEveryNs = 100'000;  // control servers (main)
 

@@ -110,49 +110,25 @@ void Daemon::destroy_qp_obj(Session &s, Qp &q) {
   qp_main_[q.worker][idx] = nullptr;  // main forwards no more doorbells for it
   run_on(q.worker, [&] {
     Worker &W = *w_[q.worker];
-    unlink(q, W.act_head);
     W.qp_by_index[idx] = nullptr;
     W.eng->destroy_qp(q.qpn);
   });
   --load_[q.worker];
   --q.scq->qp_refs;
   --q.rcq->qp_refs;
-  if (q.srq && s.srqs.count(q.srq)) --s.srqs[q.srq]->qp_refs;
+  if (q.srq) --q.srq->qp_refs;
   if (--s.pd_qps[q.pd] == 0) s.pd_qps.erase(q.pd);
   s.qps.erase(q.qpn);
 }
 
-// A CQ that no QP uses any more (qp_refs 0) stops being bound to its worker once that worker's
-// engine holds none of its completions (they would be stranded there: the engines' CQs are
-// replicated, their contents are not). The worker drops it from its table on its own thread;
-// the CQ ring's producer side (index, arm, error flag) passes to the next worker bound to it
-// with the happens-before of run_on (this reply, then the next command to that worker). A CQ
-// whose completions are still waiting for room in the app's ring stays bound (tried again at
-// the next create_qp naming it). An SRQ is never released: its posted receives live in its
-// worker's engine.
-void Daemon::release_idle_cq(Cq &c) {
-  if (c.qp_refs != 0 || c.worker == kUnbound) return;
-  const unsigned w = static_cast<unsigned>(c.worker);
-  bool idle = false;
-  run_on(w, [&] {
-    Worker &W = *w_[w];
-    move_cq(W, c);  // what still fits in the app's ring goes there first
-    if (W.eng->cq_pending(c.handle) != 0) return;
-    W.cq_by_handle[c.handle] = nullptr;
-    idle = true;
-  });
-  if (idle) c.worker = kUnbound;
-}
-
 void Daemon::destroy_srq_obj(Srq &q) {
   srq_by_handle_[q.handle] = nullptr;
-  if (q.worker != kUnbound)
-    run_on(static_cast<unsigned>(q.worker), [&] {
-      Worker &W = *w_[q.worker];
-      unlink(q, W.srq_act_head);
-      W.srq_by_handle[q.handle] = nullptr;
-    });
-  on_all([&](transport::EngineCore &e) { e.destroy_srq(q.handle); });
+  if (q.worker == kUnbound) return;
+  run_on(static_cast<unsigned>(q.worker), [&] {
+    Worker &W = *w_[q.worker];
+    W.srq_by_eh[q.eh] = nullptr;
+    W.eng->destroy_srq(q.eh);
+  });
 }
 
 // Everything the app owned, in dependency order. QPs go to ERR first: their queues are flushed
@@ -174,23 +150,17 @@ void Daemon::destroy_session(Session &s) {
   for (auto &kv : s.srqs)
     destroy_srq_obj(*kv.second);
   s.srqs.clear();
-  for (auto &kv : s.cqs) {
-    Cq &c = *kv.second;
-    cq_by_handle_[c.handle] = nullptr;
-    if (c.worker != kUnbound)
-      run_on(static_cast<unsigned>(c.worker),
-             [&] { w_[c.worker]->cq_by_handle[c.handle] = nullptr; });
-    on_all([&](transport::EngineCore &e) { e.destroy_cq(c.handle); });
-  }
+  for (auto &kv : s.cqs)
+    destroy_cq_obj(*kv.second);
   s.cqs.clear();
   for (uint32_t ah : s.ahs)
-    on_all([&](transport::EngineCore &e) { e.destroy_ah(ah); });
+    on_all([&](DaemonEngine &e) { e.destroy_ah(ah); });
   s.ahs.clear();
   for (auto &kv : s.mrs)
-    on_all([&](transport::EngineCore &e) { e.dereg_mr(kv.first); });
+    on_all([&](DaemonEngine &e) { e.dereg_mr(kv.first); });
   s.mrs.clear();  // unmaps
   for (uint32_t pd : s.pds)
-    on_all([&](transport::EngineCore &e) { e.dealloc_pd(pd); });
+    on_all([&](DaemonEngine &e) { e.dealloc_pd(pd); });
   s.pds.clear();
 }
 

@@ -53,12 +53,9 @@ void Daemon::snapshot_stats() {
   add_stat(v, "bridge.send_wqes", ctr.send_wqes);
   add_stat(v, "bridge.recv_wqes", ctr.recv_wqes);
   add_stat(v, "bridge.bad_wqes", ctr.bad_wqes);
-  add_stat(v, "bridge.flushed_wqes", ctr.flushed_wqes);
   add_stat(v, "bridge.corrupt_rings", ctr.corrupt_rings);
-  add_stat(v, "bridge.cqes", ctr.cqes);
-  add_stat(v, "bridge.cqe_lost", ctr.cqe_lost);
+  add_stat(v, "bridge.cqes_forwarded", ctr.cqes_forwarded);
   add_stat(v, "bridge.cq_events", ctr.cq_events);
-  add_stat(v, "bridge.cq_passes", ctr.cq_passes);
   add_stat(v, "bridge.async_events", ctr.async_events);
   add_stat(v, "bridge.async_unrouted", ctr.async_unrouted);
   add_stat(v, "bridge.async_lost", ctr.async_lost);
@@ -202,21 +199,23 @@ BridgeCounters Daemon::counters(bool stopped) {
   BridgeCounters t = mctr_;
   for (unsigned w = 0; w < w_.size(); ++w) {
     BridgeCounters c;
-    if (stopped || w == 0)
+    transport::EngineCounters e;
+    const auto take = [&] {
       c = w_[w]->ctr;
+      e = w_[w]->eng->counters();
+    };
+    if (stopped || w == 0)
+      take();
     else
-      run_on(w, [&] { c = w_[w]->ctr; });
+      run_on(w, take);
     t.doorbells += c.doorbells;
     t.bad_doorbells += c.bad_doorbells;
-    t.send_wqes += c.send_wqes;
-    t.recv_wqes += c.recv_wqes;
-    t.bad_wqes += c.bad_wqes;
-    t.flushed_wqes += c.flushed_wqes;
+    t.send_wqes += e.sq_wqes;  // the engines copy the WQEs now
+    t.recv_wqes += e.rq_wqes;
+    t.bad_wqes += e.bad_wqes;
     t.corrupt_rings += c.corrupt_rings;
-    t.cqes += c.cqes;
-    t.cqe_lost += c.cqe_lost;
+    t.cqes_forwarded += c.cqes_forwarded;
     t.cq_events += c.cq_events;
-    t.cq_passes += c.cq_passes;
     t.async_events += c.async_events;
     t.async_unrouted += c.async_unrouted;
     t.async_lost += c.async_lost;

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Verbs handlers: completion queues and shared receive queues.
+// Verbs handlers: completion queues and shared receive queues, and their binding to a worker.
+// A CQ or SRQ is created as a ring only; the engine object over that ring is made on the
+// worker of the first QP that uses it (cq_on / srq_on, from create_qp), and lives there.
 #include "daemon/objects.h"
 
 #include <cerrno>
@@ -7,32 +9,36 @@
 
 namespace uroce::daemon {
 
+namespace {
+
+// The first free handle of a table indexed by handle (slot 0 unused); 0 when full.
+template <class T>
+uint32_t free_handle(const std::vector<T *> &t) noexcept {
+  for (uint32_t h = 1; h < t.size(); ++h)
+    if (t[h] == nullptr) return h;
+  return 0;
+}
+
+}  // namespace
+
 int Daemon::do_create_cq(Session &s, ctl::Message &m, Reply &r) {
   ctl::CreateCqPayload p{};
   if (!m.payload_as(&p) || p.cqe == 0 || p.cqe > cfg0_.max_cqe) return -EINVAL;
   const uint32_t depth = pow2_at_least(p.cqe);
   if (depth > cfg0_.max_cqe) return -EINVAL;
   if (const int q = check_quota(s, QuotaKind::kCqs)) return q;
+  const uint32_t h = free_handle(cq_by_handle_);
+  if (h == 0) return -ENOMEM;
   auto c = std::make_unique<Cq>();
   int rc = make_ring("uroce-cq", abi::RingKind::kCompletion, 0, sizeof(abi::Cqe), depth, &c->mem);
   if (rc) return rc;
   auto ev = shm::EventFd::create();
   if (!ev) return -ev.error();
   c->ev = std::move(ev.value());
-  if (c->ring.attach(c->mem.mem.map.addr(), c->mem.geo.bytes, sizeof(abi::Cqe), depth) !=
-      shm::RingError::kOk)
-    return -EINVAL;
-  c->handle = replicate(
-      [depth](transport::EngineCore &e) -> uint32_t {
-        try {
-          return e.create_cq(depth);
-        } catch (const std::bad_alloc &) {
-          return 0;
-        }
-      },
-      [](transport::EngineCore &e, uint32_t h) { e.destroy_cq(h); });
-  if (c->handle == 0) return -ENOMEM;
+  c->handle = h;
+  c->depth = depth;
   c->owner = &s;
+  c->lanes.resize(w_.size());
   ctl::CreateCqReply rep{};
   rep.cq = c->handle;
   rep.cqe = depth;
@@ -40,10 +46,75 @@ int Daemon::do_create_cq(Session &s, ctl::Message &m, Reply &r) {
   r.set(rep);
   r.fd(c->mem.mem.memfd.fd());
   r.fd(c->ev.fd());
-  cq_by_handle_[c->handle] = c.get();
-  s.cqs[c->handle] = std::move(c);
+  cq_by_handle_[h] = c.get();
+  s.cqs[h] = std::move(c);
   rebuild_lists();
   return 0;
+}
+
+// The owner worker (the first QP's) writes the app's ring; any other worker that gets a QP
+// using this CQ writes a private forward ring of the same depth, which the owner drains
+// (bridge_out). Bindings last as long as the CQ.
+uint32_t Daemon::cq_on(Cq &c, unsigned w) {
+  Cq::Lane &lane = c.lanes[w];
+  if (lane.eh != 0) return lane.eh;
+  static_assert(LocalRing<abi::Cqe>::slot_size() == sizeof(abi::Cqe));
+  transport::RingQueues::CqMem mem;
+  const bool own = c.worker == kUnbound;
+  std::unique_ptr<LocalRing<abi::Cqe>> fwd;
+  if (own) {
+    mem.mem = c.mem.mem.map.addr();
+    mem.bytes = c.mem.geo.bytes;
+    mem.event = &Daemon::cq_event;
+    mem.ctx = &c;
+  } else {
+    fwd = std::make_unique<LocalRing<abi::Cqe>>(c.depth);
+    mem.mem = fwd->mem();
+    mem.bytes = fwd->bytes();
+    lane.daemon = this;
+    lane.owner = static_cast<unsigned>(c.worker);
+    mem.event = &Daemon::fwd_event;
+    mem.ctx = &lane;
+  }
+  mem.slot_size = sizeof(abi::Cqe);
+  mem.slots = c.depth;
+  uint32_t eh = 0;
+  run_on(w, [&] {
+    Worker &W = *w_[w];
+    eh = W.eng->create_cq(c.depth, mem);
+    if (eh == 0) return;
+    W.cq_by_eh[eh] = &c;
+    if (own) c.ctr = &W.ctr;
+  });
+  if (eh == 0) return 0;
+  if (own) {
+    c.worker = static_cast<int>(w);
+  } else {
+    const unsigned o = static_cast<unsigned>(c.worker);
+    LocalRing<abi::Cqe> *ring = fwd.get();
+    run_on(o, [&] { w_[o]->forward.push_back(CqForward{&c, ring}); });
+    lane.fwd = std::move(fwd);
+  }
+  lane.eh = eh;
+  return eh;
+}
+
+void Daemon::destroy_cq_obj(Cq &c) {
+  cq_by_handle_[c.handle] = nullptr;
+  if (c.worker == kUnbound) return;
+  const unsigned o = static_cast<unsigned>(c.worker);
+  // The owner stops draining the forward rings before they go.
+  run_on(o, [&] { std::erase_if(w_[o]->forward, [&](const CqForward &f) { return f.cq == &c; }); });
+  for (unsigned w = 0; w < w_.size(); ++w) {
+    Cq::Lane &lane = c.lanes[w];
+    if (lane.eh == 0) continue;
+    run_on(w, [&] {
+      w_[w]->cq_by_eh[lane.eh] = nullptr;
+      w_[w]->eng->destroy_cq(lane.eh);
+    });
+    lane.eh = 0;
+    lane.fwd.reset();
+  }
 }
 
 int Daemon::do_destroy_cq(Session &s, ctl::Message &m, Reply &) {
@@ -52,12 +123,8 @@ int Daemon::do_destroy_cq(Session &s, ctl::Message &m, Reply &) {
   auto it = s.cqs.find(h.handle);
   if (it == s.cqs.end()) return -EINVAL;
   Cq &c = *it->second;
-  if (c.qp_refs) return -EBUSY;  // checked here: the QPs are in their owner's engine only
-  cq_by_handle_[h.handle] = nullptr;
-  if (c.worker != kUnbound)
-    run_on(static_cast<unsigned>(c.worker),
-           [&] { w_[c.worker]->cq_by_handle[c.handle] = nullptr; });
-  on_all([&](transport::EngineCore &e) { e.destroy_cq(c.handle); });
+  if (c.qp_refs) return -EBUSY;
+  destroy_cq_obj(c);
   s.cqs.erase(it);
   rebuild_lists();
   return 0;
@@ -71,55 +138,68 @@ int Daemon::do_create_srq(Session &s, ctl::Message &m, Reply &r) {
   if (const int q = check_quota(s, QuotaKind::kSrqs)) return q;
   const uint32_t slot = abi::recv_slot_size(p.max_sge);
   const uint32_t slots = pow2_at_least(p.max_wr);
+  if (p.srq_limit > slots) return -EINVAL;  // the engine's modify_srq rule
+  const uint32_t h = free_handle(srq_by_handle_);
+  if (h == 0) return -ENOMEM;
   auto q = std::make_unique<Srq>();
   int rc = make_ring("uroce-srq", abi::RingKind::kSharedRecvQueue, 0, slot, slots, &q->mem);
   if (rc) return rc;
-  if (q->ring.attach(q->mem.mem.map.addr(), q->mem.geo.bytes, slot, slots) != shm::RingError::kOk)
-    return -EINVAL;
-  q->ring.defer_release();  // as a QP's RQ (do_create_qp): max_wr is the ring's slot count
-  q->handle = replicate(
-      [&p, slots](transport::EngineCore &e) -> uint32_t {
-        try {
-          return e.create_srq(p.pd, slots, p.max_sge);
-        } catch (const std::bad_alloc &) {
-          return 0;
-        }
-      },
-      [](transport::EngineCore &e, uint32_t h) { e.destroy_srq(h); });
-  if (q->handle == 0) return -ENOMEM;
-  if (p.srq_limit) {
-    run_on(0, [&] { rc = w_[0]->eng->modify_srq(q->handle, p.srq_limit); });
-    if (rc) {
-      on_all([&](transport::EngineCore &e) { e.destroy_srq(q->handle); });
-      return -rc;
-    }
-    for (unsigned w = 1; w < w_.size(); ++w)
-      run_on(w, [&] { w_[w]->eng->modify_srq(q->handle, p.srq_limit); });
-  }
+  q->handle = h;
   q->owner = &s;
+  q->pd = p.pd;
+  q->slots = slots;
+  q->max_sge = p.max_sge;
+  q->limit = p.srq_limit;
   ctl::CreateSrqReply rep{};
-  rep.srq = q->handle;
+  rep.srq = h;
   rep.max_wr = slots;
   rep.max_sge = p.max_sge;
   rep.ring = q->mem.geo;
   r.set(rep);
   r.fd(q->mem.mem.memfd.fd());
-  srq_by_handle_[q->handle] = q.get();
-  s.srqs[q->handle] = std::move(q);
+  srq_by_handle_[h] = q.get();
+  s.srqs[h] = std::move(q);
   return 0;
+}
+
+uint32_t Daemon::srq_on(Srq &q, unsigned w) {
+  if (q.worker != kUnbound) return static_cast<unsigned>(q.worker) == w ? q.eh : 0;
+  transport::RingQueues::SrqMem mem;
+  mem.mem = q.mem.mem.map.addr();
+  mem.bytes = q.mem.geo.bytes;
+  mem.slot_size = q.mem.geo.slot_size;
+  mem.slots = q.slots;
+  uint32_t eh = 0;
+  run_on(w, [&] {
+    Worker &W = *w_[w];
+    try {
+      eh = W.eng->create_srq(q.pd, q.slots, q.max_sge, mem);
+    } catch (const std::bad_alloc &) {
+      eh = 0;
+    }
+    if (eh == 0) return;
+    if (q.limit) W.eng->modify_srq(eh, q.limit);
+    W.srq_by_eh[eh] = &q;
+  });
+  if (eh == 0) return 0;
+  q.worker = static_cast<int>(w);
+  q.eh = eh;
+  return eh;
 }
 
 int Daemon::do_modify_srq(Session &s, ctl::Message &m, Reply &) {
   ctl::ModifySrqPayload p{};
   if (!m.payload_as(&p) || !s.srqs.count(p.srq)) return -EINVAL;
-  // The SRQ exists in every worker's engine (do_create_srq): arm it everywhere, as creation
-  // does; worker 0's engine validates the limit (the engines are identical).
+  Srq &q = *s.srqs[p.srq];
+  if (p.srq_limit > q.slots) return -EINVAL;
+  if (q.worker == kUnbound) {  // armed when a QP binds it (no WQE is taken before)
+    q.limit = p.srq_limit;
+    return 0;
+  }
   int rc = 0;
-  run_on(0, [&] { rc = w_[0]->eng->modify_srq(p.srq, p.srq_limit); });
-  if (rc) return -rc;
-  for (unsigned w = 1; w < w_.size(); ++w)
-    run_on(w, [&] { w_[w]->eng->modify_srq(p.srq, p.srq_limit); });
-  return 0;
+  run_on(static_cast<unsigned>(q.worker),
+         [&] { rc = w_[q.worker]->eng->modify_srq(q.eh, p.srq_limit); });
+  return -rc;
 }
 
 int Daemon::do_destroy_srq(Session &s, ctl::Message &m, Reply &) {

@@ -7,8 +7,8 @@
 namespace uroce::daemon {
 
 int Daemon::do_alloc_pd(Session &s, ctl::Message &, Reply &r) {
-  const uint32_t pd = replicate([](transport::EngineCore &e) { return e.create_pd(); },
-                                [](transport::EngineCore &e, uint32_t h) { e.dealloc_pd(h); });
+  const uint32_t pd = replicate([](DaemonEngine &e) { return e.create_pd(); },
+                                [](DaemonEngine &e, uint32_t h) { e.dealloc_pd(h); });
   if (pd == 0) return -ENOMEM;
   s.pds.insert(pd);
   r.set(ctl::HandlePayload{pd, 0});
@@ -53,7 +53,7 @@ int Daemon::do_reg_mr(Session &s, ctl::Message &m, Reply &r) {
   // under that key, so every worker finds it by the same lkey / rkey.
   uint32_t minted = 0;
   const uint32_t key = replicate(
-      [&](transport::EngineCore &e) -> uint32_t {
+      [&](DaemonEngine &e) -> uint32_t {
         uint32_t l = 0, k = 0;
         const int e_rc = minted
                              ? e.reg_mr_with_key(minted, p.pd, host, p.app_va, p.length, p.access)
@@ -65,7 +65,7 @@ int Daemon::do_reg_mr(Session &s, ctl::Message &m, Reply &r) {
         if (!minted) minted = l;
         return minted;
       },
-      [](transport::EngineCore &e, uint32_t h) { e.dereg_mr(h); });
+      [](DaemonEngine &e, uint32_t h) { e.dereg_mr(h); });
   if (key == 0) return rc ? -rc : -EIO;
   lkey = rkey = key;
   s.mr_bytes += map->size();
@@ -95,8 +95,8 @@ int Daemon::do_create_ah(Session &s, ctl::Message &m, Reply &r) {
   transport::AhAttr a;
   const int rc = path_from_ah(p.attr, &a.path);
   if (rc) return rc;
-  const uint32_t ah = replicate([&](transport::EngineCore &e) { return e.create_ah(p.pd, a); },
-                                [](transport::EngineCore &e, uint32_t h) { e.destroy_ah(h); });
+  const uint32_t ah = replicate([&](DaemonEngine &e) { return e.create_ah(p.pd, a); },
+                                [](DaemonEngine &e, uint32_t h) { e.destroy_ah(h); });
   if (ah == 0) return -ENOMEM;
   s.ahs.insert(ah);
   r.set(ctl::HandlePayload{ah, 0});

@@ -32,7 +32,8 @@ int Daemon::do_create_qp(Session &s, ctl::Message &m, Reply &r) {
   init.has_srq = p.srq != 0;
   // A work queue holds as many WRs as its ring has slots (a power of two at least what was
   // asked; reported back as the QP's cap, as rxe and ConnectX round up): a slot is freed when
-  // its WR completes (release_slots), so ibv_post_* refuses with ENOMEM at exactly that cap.
+  // its WR completes (the engine's queue is the ring), so ibv_post_* refuses with ENOMEM at
+  // exactly that cap.
   init.cap.max_send_wr = pow2_at_least(p.max_send_wr);
   init.cap.max_recv_wr = p.srq ? 0 : pow2_at_least(p.max_recv_wr);
   init.cap.max_send_sge = ssge;
@@ -44,58 +45,50 @@ int Daemon::do_create_qp(Session &s, ctl::Message &m, Reply &r) {
   const uint32_t sslots = init.cap.max_send_wr;
   int rc = make_ring("uroce-sq", abi::RingKind::kSendQueue, 0, sslot, sslots, &q->sq_mem);
   if (rc) return rc;
-  if (q->sq.attach(q->sq_mem.mem.map.addr(), q->sq_mem.geo.bytes, sslot, sslots) !=
-      shm::RingError::kOk)
-    return -EINVAL;
-  q->sq.defer_release();
+  transport::RingQueues::QpMem mem;
+  mem.sq = {q->sq_mem.mem.map.addr(), q->sq_mem.geo.bytes, sslot, sslots};
   if (!p.srq) {
     const uint32_t rslots = init.cap.max_recv_wr;
     rc = make_ring("uroce-rq", abi::RingKind::kRecvQueue, 0, rslot, rslots, &q->rq_mem);
     if (rc) return rc;
-    if (q->rq.attach(q->rq_mem.mem.map.addr(), q->rq_mem.geo.bytes, rslot, rslots) !=
-        shm::RingError::kOk)
-      return -EINVAL;
-    q->rq.defer_release();
+    mem.rq = {q->rq_mem.mem.map.addr(), q->rq_mem.geo.bytes, rslot, rslots};
     q->has_rq = true;
   }
-  // Placement: the worker its CQs / SRQ are bound to, else the least loaded one. A CQ whose
-  // QPs are all gone does not bind any more (release_idle_cq).
+  // Placement (doc/ipc.md, "A CQ has one producer"): the SRQ's worker (its ring has one
+  // consumer), else the worker of a CQ already bound, else the least loaded one. A CQ bound
+  // elsewhere gets a forward ring on this worker: no valid create_qp is refused.
   Cq *scq = s.cqs[p.send_cq].get(), *rcq = s.cqs[p.recv_cq].get();
-  release_idle_cq(*scq);
-  if (rcq != scq) release_idle_cq(*rcq);
   Srq *srq = p.srq ? s.srqs[p.srq].get() : nullptr;
-  const int bound[3] = {scq->worker, rcq->worker, srq ? srq->worker : kUnbound};
+  const int bound[3] = {srq ? srq->worker : kUnbound, scq->worker, rcq->worker};
   const int w = place_qp(bound, 3, load_.data(), load_.size());
-  if (w == kUnbound) return -EINVAL;  // its CQs / SRQ already live on different workers
+  if (w == kUnbound) return -EINVAL;  // cannot be: bindings name workers
   q->worker = static_cast<unsigned>(w);
   q->owner = &s;
   q->type = init.qp_type;
   q->scq = scq;
   q->rcq = rcq;
-  q->srq = p.srq;
+  q->srq = srq;
   q->pd = p.pd;
+  init.send_cq = cq_on(*scq, q->worker);
+  init.recv_cq = cq_on(*rcq, q->worker);
+  init.srq = srq ? srq_on(*srq, q->worker) : 0;
+  if (init.send_cq == 0 || init.recv_cq == 0 || (srq && init.srq == 0)) return -ENOMEM;
   uint32_t qpn = 0;
   run_on(q->worker, [&] {
     Worker &W = *w_[q->worker];
-    qpn = W.eng->create_qp(init);
+    try {
+      qpn = W.eng->create_qp(init, mem);
+    } catch (const std::bad_alloc &) {
+      qpn = 0;
+    }
     if (qpn == 0) return;
     q->qpn = qpn;
     W.qp_by_index[W.eng->qp_slot(qpn)] = q.get();
-    W.cq_by_handle[scq->handle] = scq;
-    W.cq_by_handle[rcq->handle] = rcq;
-    if (srq && srq->worker == kUnbound) {
-      W.srq_by_handle[srq->handle] = srq;
-      activate_srq(W, *srq);  // WQEs posted before it was bound
-    }
   });
   if (qpn == 0) return -ENOMEM;
-  scq->worker = rcq->worker = w;
   ++scq->qp_refs;
   ++rcq->qp_refs;
-  if (srq) {
-    srq->worker = w;
-    ++srq->qp_refs;
-  }
+  if (srq) ++srq->qp_refs;
   ++s.pd_qps[p.pd];
   ++load_[q->worker];
   ctl::CreateQpReply rep{};
@@ -149,19 +142,8 @@ int Daemon::do_modify_qp(Session &s, ctl::Message &m, Reply &) {
     if (rc) return rc;
   }
   int rc = 0;
-  run_on(q.worker, [&] {
-    Worker &W = *w_[q.worker];
-    rc = W.eng->modify_qp(q.qpn, a, p.attr_mask);
-    if (rc) return;
-    if (p.attr_mask & transport::kQpState) q.err = a.qp_state == QpState::kErr;
-    release_slots(W, q);  // a reset emptied the engine's queues
-    // WQEs posted before RTS (or while the QP was being reset) are looked at again.
-    if (q.sq.available(1) != 0 || (q.has_rq && q.rq.available(1) != 0)) {
-      q.sq_rung = true;
-      q.rq_rung = q.has_rq;
-      activate(W, q);
-    }
-  });
+  // A QP entering RTS reads what the app posted before (the engine activates it).
+  run_on(q.worker, [&] { rc = w_[q.worker]->eng->modify_qp(q.qpn, a, p.attr_mask); });
   return -rc;
 }
 
@@ -214,9 +196,10 @@ int Daemon::do_query_qp(Session &s, ctl::Message &m, Reply &r) {
   ctl::CreateQpPayload &n = rep.init;
   n.pd = init.pd;
   n.qp_type = static_cast<uint32_t>(init.qp_type);
-  n.send_cq = init.send_cq;
-  n.recv_cq = init.recv_cq;
-  n.srq = init.srq;
+  const Qp &qp = *s.qps[h.handle];  // the app's handles, not the engine's
+  n.send_cq = qp.scq->handle;
+  n.recv_cq = qp.rcq->handle;
+  n.srq = qp.srq ? qp.srq->handle : 0;
   n.max_send_wr = init.cap.max_send_wr;
   n.max_recv_wr = init.cap.max_recv_wr;
   n.max_send_sge = init.cap.max_send_sge;

@@ -223,34 +223,46 @@ void EngineCoreT<Q>::complete_send(Qp &qp, SendWqe &w, WcStatus st) noexcept {
   wc.byte_len = w.length;
   wc.qp_num = qp.qpn;
   wc.pkey_index = qp.pkey_index;
-  note_cq_dirty(qp.send_cq);
-  if (!cqs_[qp.send_cq - 1].push(wc, false)) {
+  if constexpr (!Q::kShared) note_cq_dirty(qp.send_cq);
+  CompletionQueue &cq = cqs_[qp.send_cq - 1];
+  const bool first = !cq.overflowed();
+  if (!cq.push(wc, false)) {
     ++ctr_.cq_overflows;
-    push_async(AsyncEvent::kCqErr, qp.send_cq);
+    // Shared rings: one event per CQ (a broken or full app ring fails every later push).
+    if (!Q::kShared || first) push_async(AsyncEvent::kCqErr, qp.send_cq);
   }
 }
 
 template <class Q>
 void EngineCoreT<Q>::push_recv_wc(Qp &qp, const Wc &wc, bool solicited) noexcept {
   if (qp.srq == 0) qp.rq.done();  // every receive completion is the oldest WQE taken
-  note_cq_dirty(qp.recv_cq);
-  if (!cqs_[qp.recv_cq - 1].push(wc, solicited)) {
+  if constexpr (!Q::kShared) note_cq_dirty(qp.recv_cq);
+  CompletionQueue &cq = cqs_[qp.recv_cq - 1];
+  const bool first = !cq.overflowed();
+  if (!cq.push(wc, solicited)) {
     ++ctr_.cq_overflows;
-    push_async(AsyncEvent::kCqErr, qp.recv_cq);
+    if (!Q::kShared || first) push_async(AsyncEvent::kCqErr, qp.recv_cq);
     // A lost receive completion is fatal for the QP (rxe_resp.c: RESPST_ERR_CQ_OVERFLOW,
     // class G -> RESPST_ERROR). A lost send completion is not (rxe_comp.c do_complete).
     if (qp.state != QpState::kErr) enter_error(qp);
   }
 }
 
+// Shared rings: what the app published and the engine has not copied yet is flushed too, and
+// the doorbell token goes back to the app, so that each later post rings and is flushed.
 template <class Q>
 void EngineCoreT<Q>::flush_send_queue(Qp &qp) noexcept {
-  for (uint32_t c = qp.sq.tail(); c != qp.sq.head(); ++c) {
-    qp.sq.pop();  // the slot is free before its completion is visible
-    complete_send(qp, qp.sq.at(c), WcStatus::kWrFlushErr);
+  for (;;) {
+    for (uint32_t c = qp.sq.tail(); c != qp.sq.head(); ++c) {
+      qp.sq.pop();  // the slot is free before its completion is visible
+      complete_send(qp, qp.sq.at(c), WcStatus::kWrFlushErr);
+    }
+    qp.req_idx = qp.sq.head();
+    qp.rd_atomic_out = 0;
+    if constexpr (!Q::kShared) return;
+    if (pull_sq(qp)) continue;
+    if (!qp.sq.release_notify()) return;
   }
-  qp.req_idx = qp.sq.head();
-  qp.rd_atomic_out = 0;
 }
 
 template <class Q>
@@ -266,10 +278,12 @@ void EngineCoreT<Q>::flush_recv_queue(Qp &qp) noexcept {
   }
   if (qp.srq == 0) {
     RecvWqe w;
-    while (qp.rq.take(w, qp.resp_sge.get(), qp.resp_sge_cap) != RecvTake::kEmpty) {
-      wc.wr_id = w.wr_id;
-      push_recv_wc(qp, wc, false);
-    }
+    do {
+      while (qp.rq.take(w, qp.resp_sge.get(), qp.resp_sge_cap) != RecvTake::kEmpty) {
+        wc.wr_id = w.wr_id;
+        push_recv_wc(qp, wc, false);
+      }
+    } while (qp.rq.release_notify());  // shared rings: the app rings for every later post
   }
 }
 
@@ -311,6 +325,7 @@ bool EngineCoreT<Q>::take_recv_wqe(Qp &qp) noexcept {
   }
   RecvTake t;
   while ((t = rq->take(qp.resp_wqe, qp.resp_sge.get(), qp.resp_sge_cap)) == RecvTake::kBad) {
+    ++ctr_.bad_wqes;
     // Shared rings only: a malformed WQE. An SRQ's belongs to no QP: IBV_EVENT_SRQ_ERR, and the
     // next one is taken. An RQ's completes in error and the QP enters ERR.
     if (s) {
@@ -340,6 +355,7 @@ bool EngineCoreT<Q>::take_recv_wqe(Qp &qp) noexcept {
     }
     return false;
   }
+  ++ctr_.rq_wqes;
   qp.resp_has_wqe = true;
   qp.resp_off = 0;
   if (s && s->limit && rq->count() < s->limit) {
@@ -453,7 +469,10 @@ uint32_t EngineCoreT<Q>::credits_code(const Qp &qp) const noexcept {
 
 template <class Q>
 bool EngineCoreT<Q>::pull_sq(Qp &qp) noexcept {
-  if (qp.sq.pull(cfg_.tx_budget) != 0) return true;
+  if (const uint32_t n = qp.sq.pull(cfg_.tx_budget); n != 0) {
+    ctr_.sq_wqes += n;
+    return true;
+  }
   if (qp.sq.corrupt() && qp.state != QpState::kErr) {
     // No WQE to complete it with: the QP is lost (a local work queue catastrophic error).
     push_async(AsyncEvent::kQpFatal, qp.qpn);
@@ -466,10 +485,9 @@ template <class Q>
 int EngineCoreT<Q>::sq_doorbell(uint32_t qpn) noexcept {
   Qp *q = find_qp(qpn);
   if (q == nullptr) return EINVAL;
+  q->sq.rung();  // the token is the engine's until the requester finds the queue empty
   if (q->state == QpState::kErr || q->state == QpState::kSqe) {
-    while (pull_sq(*q)) {
-    }
-    flush_send_queue(*q);
+    flush_send_queue(*q);  // pulls and flushes everything, gives the token back
   } else if (q->state == QpState::kRts && !q->rnr_wait) {
     activate(*q);
   }
@@ -480,6 +498,7 @@ template <class Q>
 int EngineCoreT<Q>::rq_doorbell(uint32_t qpn) noexcept {
   Qp *q = find_qp(qpn);
   if (q == nullptr || q->srq) return EINVAL;
+  q->rq.rung();
   if (q->state == QpState::kErr) flush_recv_queue(*q);
   return 0;
 }

@@ -89,6 +89,9 @@ struct EngineCounters {
   uint64_t parse_errors[static_cast<size_t>(wire::ParseError::kCount)] = {};
   uint64_t acks_coalesced = 0;
   uint64_t cq_overflows = 0;
+  // Shared rings: WQEs copied from SQ rings, receive WQEs taken from RQ / SRQ rings, and
+  // copies that failed the checks (each completes in error, or IBV_EVENT_SRQ_ERR).
+  uint64_t sq_wqes = 0, rq_wqes = 0, bad_wqes = 0;
   uint64_t drop(DropReason r) const noexcept { return drops[static_cast<size_t>(r)]; }
 };
 
@@ -166,6 +169,9 @@ class EngineCoreT {
   // Completions waiting in CQ `cq` (0 for an invalid handle).
   uint32_t cq_pending(uint32_t cq) const noexcept { return valid_cq(cq) ? cqs_[cq - 1].size() : 0; }
   bool poll_async_event(AsyncEventRecord *ev) noexcept;
+  // The queue object of CQ `cq` (null for an invalid handle): the daemon moves completions
+  // forwarded from another worker into it (RingCompletionQueue::absorb).
+  CompletionQueue *cq_queue(uint32_t cq) noexcept { return valid_cq(cq) ? &cqs_[cq - 1] : nullptr; }
 
   // ---- introspection ----
   const EngineCounters &counters() const noexcept { return ctr_; }

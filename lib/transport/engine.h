@@ -127,8 +127,10 @@ uint32_t Engine<Port, Clk, Q>::poll(uint64_t now_ns) noexcept {
     sent += n;
     // Keep the QP on the list only while it still has something it can do now.
     const bool more_resp = !q->acks.empty() || q->fatal_nak_pending || q->cnp_pending;
-    const bool more_req =
-        q->state == QpState::kRts && !q->rnr_wait && q->has_send_work() && n >= budget;
+    // (Shared rings: the ring may hold WQEs not copied yet, and the requester still holds the
+    // doorbell token: it comes back to copy them, or to give the token back.)
+    const bool more_req = q->state == QpState::kRts && !q->rnr_wait &&
+                          (Q::kShared || q->has_send_work()) && n >= budget;
     if (port_full) break;  // stays active; the port has no buffer for anyone now
     if (!more_resp && !more_req) deactivate(*q);
     q = next;

@@ -229,7 +229,8 @@ int EngineCoreT<Q>::modify_qp(uint32_t qpn, const QpAttr &attr, uint32_t mask) n
         q.rnr_left = q.rnr_retry;
       }
       q.sqd_notified = false;
-      if (q.has_send_work()) activate(q);
+      // Shared rings: WQEs the app published before RTS (the requester copies them).
+      if (Q::kShared || q.has_send_work()) activate(q);
       return 0;
     case QpState::kSqd:
       q.state = QpState::kSqd;

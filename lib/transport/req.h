@@ -84,7 +84,10 @@ uint32_t Engine<Port, Clk, Q>::run_requester(Qp &qp, uint32_t budget, bool *port
           break;
         }
         // Shared rings: copy what the app published since (nothing to do for PrivateQueues).
-        if (!qp.has_send_work() && !(Q::kShared && this->pull_sq(qp))) {
+        // An empty ring gives the doorbell token back to the app (doc/ipc.md, "Doorbells"),
+        // unless WQEs arrived meanwhile.
+        if (!qp.has_send_work() &&
+            !(Q::kShared && (this->pull_sq(qp) || (qp.sq.release_notify() && this->pull_sq(qp))))) {
           st = ReqState::kStop;
           break;
         }
@@ -103,6 +106,7 @@ uint32_t Engine<Port, Clk, Q>::run_requester(Qp &qp, uint32_t budget, bool *port
       case ReqState::kStartWqe: {
         if (!w->checked) {
           lerr = Q::kShared ? this->check_copied_wqe(qp, *w) : WcStatus::kSuccess;
+          if (lerr != WcStatus::kSuccess) ++this->ctr_.bad_wqes;
           if (lerr == WcStatus::kSuccess) lerr = check_local_sges(qp, idx);
           if (lerr == WcStatus::kSuccess && qp.type == QpType::kUd &&
               ah_path(w->ah, qp.pd) == nullptr)

@@ -66,6 +66,17 @@ class RingSendQueue {
     rel_ = ring_.index();
     ring_.release_to(rel_);
     head_ = tail_ = static_cast<uint32_t>(rel_);
+    release_notify();
+  }
+
+  // The ring's doorbell token (doc/ipc.md, "Doorbells"): the app rang (the token is the
+  // engine's until release_notify gives it back when the queue looks empty). True from
+  // release_notify: WQEs arrived meanwhile and the token was taken back (keep going).
+  void rung() noexcept { owned_ = true; }
+  bool release_notify() noexcept {
+    if (!owned_) return false;
+    owned_ = ring_.release_notify();
+    return owned_;
   }
 
   // Copies up to `budget` newly published WQEs into the engine's state; returns how many. A
@@ -167,6 +178,7 @@ class RingSendQueue {
   uint64_t rel_ = 0;  // ring index of the oldest slot not released (= tail_)
   uint32_t slot_size_ = 0, mask_ = 0, max_sge_ = 1, max_inline_ = 0;
   uint32_t head_ = 0, tail_ = 0;
+  bool owned_ = false;  // the doorbell token is the engine's (a doorbell came, not given back)
 };
 
 class RingRecvQueue {
@@ -189,6 +201,17 @@ class RingRecvQueue {
     ring_.consume(ring_.peek(~size_t{0}));
     rel_ = ring_.index();
     ring_.release_to(rel_);
+    release_notify();
+  }
+  // The doorbell token of an RQ: the responder reads the ring when it needs a WQE, so the
+  // engine keeps the token (the app stops ringing) except in ERR, where every post must be
+  // flushed: there the engine gives it back after each flush (true: WQEs arrived meanwhile
+  // and the token was taken back; flush again).
+  void rung() noexcept { owned_ = true; }
+  bool release_notify() noexcept {
+    if (!owned_) return false;
+    owned_ = ring_.release_notify();
+    return owned_;
   }
   uint32_t count() const noexcept { return static_cast<uint32_t>(ring_.available()); }
   bool empty() const noexcept { return count() == 0; }
@@ -233,16 +256,22 @@ class RingRecvQueue {
   uint64_t rel_ = 0;
   uint32_t max_sge_ = 1, cap_ = 0;
   bool srq_ = false;
+  bool owned_ = false;  // see rung()
 };
 
 class RingCompletionQueue {
  public:
-  bool attach(void *mem, size_t bytes, uint32_t slots) {
+  // event(ctx): called when a completion fires the app's arm (the daemon writes the CQ's
+  // eventfd); may be null.
+  bool attach(void *mem, size_t bytes, uint32_t slots, void (*event)(void *) = nullptr,
+              void *ctx = nullptr) {
     if (mem == nullptr || ring_.attach(mem, bytes, sizeof(abi::Cqe), slots) != shm::RingError::kOk)
       return false;
     depth_ = slots;
     events_ = 0;
     overflow_ = false;
+    event_ = event;
+    ctx_ = ctx;
     return true;
   }
   void release() noexcept { depth_ = 0; }
@@ -250,7 +279,9 @@ class RingCompletionQueue {
 
   // Writes one completion into the app's ring; false when it is full (or its index broken).
   bool push(const Wc &wc, bool solicited) noexcept {
-    if (ring_.reserve(1) != 1) {
+    // The app's consumer index is read on every completion (as rxe's queue_full does), so a
+    // broken one is found at once (IBV_EVENT_CQ_ERR), not only when the ring looks full.
+    if (ring_.free_slots(size_t{depth_} + 1) == 0 || ring_.reserve(1) != 1) {
       overflow_ = true;
       return false;
     }
@@ -273,9 +304,33 @@ class RingCompletionQueue {
     e->completion_ts = 0;
     std::memset(e->reserved1, 0, sizeof e->reserved1);
     ring_.commit(1);
-    if (ring_.take_arm(solicited || wc.status != WcStatus::kSuccess)) ++events_;
+    if (ring_.take_arm(solicited || wc.status != WcStatus::kSuccess)) fire();
     return true;
   }
+  // Moves up to `budget` CQEs that another thread wrote into `from` (a private ring of
+  // abi::Cqe: the completions of a QP on another worker, doc/ipc.md "A CQ has one producer")
+  // into the app's ring, while it has room; returns how many. Solicited-only arms fire on
+  // errors and on every receive completion (a superset, never a miss).
+  uint32_t absorb(shm::RingConsumer &from, uint32_t budget) noexcept {
+    uint32_t n = 0;
+    bool urgent = false;
+    const size_t room = ring_.free_slots(budget);
+    const size_t k = from.peek(room < budget ? room : budget);
+    if (k == 0) return 0;
+    const size_t got = ring_.reserve(k);
+    for (; n < got; ++n) {
+      auto *e = static_cast<abi::Cqe *>(ring_.slot(n));
+      std::memcpy(e, from.at(n), sizeof *e);
+      if (e->status != static_cast<uint32_t>(WcStatus::kSuccess) ||
+          e->opcode >= static_cast<uint32_t>(WcOpcode::kRecv))
+        urgent = true;
+    }
+    ring_.commit(got);
+    from.consume(got);
+    if (got && ring_.take_arm(urgent)) fire();
+    return n;
+  }
+  bool corrupt() const noexcept { return ring_.corrupt(); }
   // The app polls the ring itself (shm::RingConsumer on the same memory).
   uint32_t poll(Wc *, uint32_t) noexcept { return 0; }
   // What the app's ibv_req_notify_cq writes (shm::RingConsumer::arm), for callers of the engine.
@@ -297,10 +352,16 @@ class RingCompletionQueue {
   bool dirty = false;
 
  private:
+  void fire() noexcept {
+    ++events_;
+    if (event_) event_(ctx_);
+  }
   shm::RingProducer ring_;
   uint32_t depth_ = 0;
   uint32_t events_ = 0;
   bool overflow_ = false;
+  void (*event_)(void *) = nullptr;
+  void *ctx_ = nullptr;
 };
 
 struct RingQueues {
@@ -315,7 +376,13 @@ struct RingQueues {
   struct QpMem {
     Ring sq, rq;  // rq unused with an SRQ
   };
-  using CqMem = Ring;  // slot_size: sizeof(abi::Cqe)
+  // slot_size: sizeof(abi::Cqe); event(ctx) when a completion fires the app's arm.
+  struct CqMem : Ring {
+    CqMem() = default;
+    CqMem(const Ring &r) : Ring(r) {}  // NOLINT: a ring without an event hook
+    void (*event)(void *) = nullptr;
+    void *ctx = nullptr;
+  };
   using SrqMem = Ring;
   static constexpr bool kShared = true;
 
@@ -331,7 +398,7 @@ struct RingQueues {
     return m.slots >= max_wr && q.attach(m.mem, m.bytes, m.slot_size, m.slots, max_sge, true);
   }
   static bool init_cq(Cq &q, uint32_t depth, const CqMem &m) {
-    return m.slots >= depth && q.attach(m.mem, m.bytes, m.slots);
+    return m.slots >= depth && q.attach(m.mem, m.bytes, m.slots, m.event, m.ctx);
   }
 };
 

@@ -75,6 +75,9 @@ class RecvQueue {
   }
   void done() noexcept {}  // slots are freed at take
   bool corrupt() const noexcept { return false; }
+  // The doorbell token (shared rings only, see RingRecvQueue): nothing here.
+  void rung() noexcept {}
+  bool release_notify() noexcept { return false; }
   void reset() noexcept { head_ = tail_ = 0; }
   const Sge *front_sges() const noexcept { return &sge_[size_t{tail_ & (size_ - 1)} * max_sge_]; }
   void pop() noexcept { ++tail_; }
@@ -156,6 +159,9 @@ class SendQueue {
   void reset() noexcept { head_ = tail_ = 0; }
   uint32_t pull(uint32_t) noexcept { return 0; }  // post_send copied every WQE already
   bool corrupt() const noexcept { return false; }
+  // The doorbell token (shared rings only, see RingSendQueue): nothing here.
+  void rung() noexcept {}
+  bool release_notify() noexcept { return false; }
   SendWqe &at(uint32_t c) noexcept { return wqe_[c & (size_ - 1)]; }
   Sge *sges(uint32_t c) noexcept { return &sge_[size_t{c & (size_ - 1)} * max_sge_]; }
   uint8_t *inl(uint32_t c) noexcept { return &inl_[size_t{c & (size_ - 1)} * max_inline_]; }

@@ -12,7 +12,7 @@
 #   3. verbs_app hold (RDMA WRITEs in a loop) is SIGKILLed mid-transfer while another
 #      verbs_app run is under way (which must pass): both daemons free everything the victim
 #      owned (uroce-stat: no QP, MR, CQ or PD left, the session closed), and a new run works.
-#   3a. verbs_app placement on A: QPs over the workers (EINVAL for a QP whose CQs are bound to
+#   3a. verbs_app placement on A: QPs over the workers (a QP whose CQs are bound to
 #      two workers), RC SEND / WRITE between two QPs of A through its own port.
 #   4. SIGTERM stops both daemons with exit 0.
 #   5. Both daemons captured everything (daemon.pcap): every capture passes uroce-pcap-check
@@ -284,6 +284,10 @@ if [ "$WORKERS" = 2 ]; then
     || fail "no cross-lcore hand-off: handoff_out=$total_out handoff_in=$total_in"
   f=$(( $(stat a bridge.doorbells_forwarded) + $(stat b bridge.doorbells_forwarded) ))
   [ "$f" -gt 0 ] && pass "doorbells forwarded to worker 1: $f" || fail "no doorbell forwarded"
+  # verbs_app placement: q8's 3 receives on a CQ of the other worker (doc/ipc.md).
+  cf=$(stat a bridge.cqes_forwarded)
+  [ "${cf:-0}" -ge 3 ] && pass "CQEs forwarded to their CQ's worker: $cf" \
+    || fail "bridge.cqes_forwarded = '${cf:-}', expected >= 3"
 fi
 
 # --- 4. clean shutdown

@@ -80,8 +80,9 @@ TEST(Lcore, Placement) {
   EXPECT_EQ(place_qp(one, 3, load, 3), 2) << "a bound CQ decides, whatever the load";
   const int agree[3] = {0, 0, 0};
   EXPECT_EQ(place_qp(agree, 3, load, 3), 0);
-  const int conflict[3] = {0, kUnbound, 1};
-  EXPECT_EQ(place_qp(conflict, 3, load, 3), kUnbound) << "CQ on 0, SRQ on 1: refused";
+  const int conflict[3] = {1, kUnbound, 0};
+  EXPECT_EQ(place_qp(conflict, 3, load, 3), 1)
+      << "SRQ on 1, CQ on 0: the first binding in priority order (the CQ gets a forward ring)";
   const int bad[1] = {7};
   EXPECT_EQ(place_qp(bad, 1, load, 3), kUnbound);
   EXPECT_EQ(place_qp(none, 3, load, 0), kUnbound);

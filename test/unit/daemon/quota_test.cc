@@ -63,7 +63,7 @@ class FakePort : public daemon::PortView {
   uint8_t mac_[6] = {0x02, 0, 0, 0, 0x09, 0x01};
 };
 
-using Eng = transport::Engine<NullPort, SteadyClock>;
+using Eng = transport::Engine<NullPort, SteadyClock, transport::RingQueues>;
 
 constexpr uint32_t kOutstanding = 3;
 

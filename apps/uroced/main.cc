@@ -323,11 +323,19 @@ int run(int argc, char **argv) {
       for (auto &p : ports)
         add_port_stats(*p, v);
       cms[0]->add_stats(v);
-      if (const IdleCounters *ic = loop.idle_counters()) add_idle_stats(0, *ic, v);
+      if (const IdleCounters *ic = loop.idle_counters())
+        add_idle_stats(0, *ic, v);
+      else
+        add_busy_stats(0, loop.busy_yields(), v);
       for (auto &w : wloops) {
         IdleCounters c;
         WorkerLoop &l = *w->loop;
-        if (l.idle_counters() == nullptr) continue;
+        if (l.idle_counters() == nullptr) {
+          uint64_t y = 0;
+          daemon.run_on(l.id(), [&] { y = l.busy_yields(); });
+          add_busy_stats(l.id(), y, v);
+          continue;
+        }
         daemon.run_on(l.id(), [&] { c = *l.idle_counters(); });
         add_idle_stats(l.id(), c, v);
       }

@@ -94,4 +94,12 @@ void add_idle_stats(unsigned w, const IdleCounters &c, std::vector<ctl::StatEntr
     add(std::string("wake_") + kWakeSourceNames[i], c.wakeups[i]);
 }
 
+// Busy mode: worker.W.yields (idle passes that gave the core away).
+void add_busy_stats(unsigned w, uint64_t yields, std::vector<ctl::StatEntry> &v) {
+  ctl::StatEntry e{};
+  std::snprintf(e.name, sizeof e.name, "worker.%u.yields", w);
+  e.value = yields;
+  v.push_back(e);
+}
+
 }  // namespace uroce::daemon

@@ -26,5 +26,7 @@ void apply_cc(const config::CcConfig &cc, transport::EngineConfig *e);
 IdleParams idle_params(const config::DaemonConfig &d);
 // Counters of one lcore's sleeps (uroce-stat: worker.W.sleeps, worker.W.wake_SOURCE, ...).
 void add_idle_stats(unsigned w, const IdleCounters &c, std::vector<ctl::StatEntry> &v);
+// Busy mode: worker.W.yields.
+void add_busy_stats(unsigned w, uint64_t yields, std::vector<ctl::StatEntry> &v);
 
 }  // namespace uroce::daemon

@@ -127,6 +127,8 @@ class PollLoop {
   const IdleCounters *idle_counters() const noexcept {
     return sleeper_ != nullptr ? &sleeper_->counters() : nullptr;
   }
+  // Busy mode: idle passes that yielded the core (this lcore's thread, or run_on).
+  uint64_t busy_yields() const noexcept { return gate_.yields(); }
 
   // IdleGate's view of the loop (daemon/sleeper.h).
   void arm(bool on) noexcept;

@@ -5,12 +5,16 @@
 // Sleeper: one per lcore. An epoll set of the fds that can wake the lcore (app doorbell
 // eventfds, ports' RX interrupt fds, control sockets) plus its own bell, an eventfd other
 // threads write through ring() only while the lcore has declared itself asleep.
-// IdleGate: the adaptive policy run after every pass of the loop: spin while there is work;
+// IdleGate: the policy run after every pass of the loop. Busy: spin; after `threshold_ns`
+// without work, every idle pass yields the core (sched_yield: returns at once when nothing else
+// is runnable there, else lets it run; doc/uroced.md). Adaptive: spin while there is work;
 // after `threshold_ns` without work, arm every source (flags the producers check after
 // publishing), fence, run one more pass, and block only if that pass found nothing, until the
 // earliest deadline the loop reports (timers), a nap's end (sources that cannot interrupt), or
 // a wake-up.
 #pragma once
+
+#include <sched.h>
 
 #include <atomic>
 #include <cstdint>
@@ -85,7 +89,7 @@ class Sleeper {
 //                       *nap = true when a source cannot wake the lcore (RX queue without an
 //                       interrupt, work the loop must come back to): then naps bound the wait
 struct IdleParams {
-  bool adaptive = true;                // false: busy polling, never sleeps
+  bool adaptive = true;                // false: busy polling, never sleeps (but yields, below)
   uint64_t threshold_ns = 100'000;     // no work for this long -> sleep
   uint64_t nap_min_ns = 20'000;        // first nap when a source cannot interrupt
   uint64_t nap_max_ns = 1'000'000;     // naps double up to this
@@ -107,7 +111,12 @@ class IdleGate {
       nap_ = p_.nap_min_ns;
       return;
     }
-    if (!p_.adaptive || now - last_work_ < p_.threshold_ns) return;
+    if (now - last_work_ < p_.threshold_ns) return;
+    if (!p_.adaptive) {
+      sched_yield();
+      ++yields_;
+      return;
+    }
     s_->arm();
     l.arm(true);
     std::atomic_thread_fence(std::memory_order_seq_cst);  // flags before the last look
@@ -136,12 +145,15 @@ class IdleGate {
   }
 
   const IdleParams &params() const noexcept { return p_; }
+  // Busy mode: the idle passes that yielded the core.
+  uint64_t yields() const noexcept { return yields_; }
 
  private:
   Sleeper *s_;
   IdleParams p_;
   uint64_t last_work_ = 0;
   uint64_t nap_;
+  uint64_t yields_ = 0;
 };
 
 }  // namespace uroce::daemon

@@ -1879,7 +1879,11 @@ TEST_F(Verbs, OtherAppKilledMidTransfer) {
       }
     }
   } reaper{pid};
-  pair();
+  // Our pair shares the path with the writer's 8 MB in flight: on two loaded vCPUs its ACKs can
+  // come later than 8 x 67 ms (timeout 14, the default), so it gets 8 x 1.07 s (timeout 18).
+  ConnOpts o;
+  o.timeout = 18;
+  pair(o, o);
   pollfd p{pfd[0], POLLIN, 0};
   char c = 0;
   const bool ready = poll(&p, 1, kWaitMs) == 1 && read(pfd[0], &c, 1) == 1 && c == 'R';

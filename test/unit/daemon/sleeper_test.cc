@@ -231,6 +231,38 @@ TEST(IdleGate, BusyNeverSleeps) {
   for (int i = 0; i < 1000; ++i)
     g.after_pass(0, 1'000'000'000 + i, l);
   EXPECT_EQ(s.counters().sleeps, 0u);
+  EXPECT_EQ(g.yields(), 1000u);  // threshold 0: every idle pass gives the core away
+}
+
+// Busy mode spins while there is work and for threshold_ns after it; later idle passes yield
+// the core (so busy daemons do not starve apps on shared cores: doc/uroced.md).
+TEST(IdleGate, BusyYieldsOnlyAfterTheThreshold) {
+  IdleParams p;
+  p.adaptive = false;
+  p.threshold_ns = 100'000;
+  IdleGate g(nullptr, p);
+  struct L {
+    void arm(bool) { ADD_FAILURE() << "armed in busy mode"; }
+    unsigned recheck() { return 0; }
+    uint64_t now() const { return 0; }
+    uint64_t deadline(bool *nap) const {
+      *nap = false;
+      return UINT64_MAX;
+    }
+  } l;
+  const uint64_t t0 = 5'000'000;
+  g.after_pass(1, t0, l);
+  g.after_pass(0, t0 + 50'000, l);
+  g.after_pass(0, t0 + 99'999, l);
+  EXPECT_EQ(g.yields(), 0u);
+  g.after_pass(0, t0 + 100'000, l);
+  g.after_pass(0, t0 + 150'000, l);
+  EXPECT_EQ(g.yields(), 2u);
+  g.after_pass(3, t0 + 160'000, l);  // work again: spin for another threshold
+  g.after_pass(0, t0 + 200'000, l);
+  EXPECT_EQ(g.yields(), 2u);
+  g.after_pass(0, t0 + 260'000, l);
+  EXPECT_EQ(g.yields(), 3u);
 }
 
 TEST(IdleGate, NapsDoubleUpToTheCapAndRestartAfterWork) {

@@ -57,7 +57,9 @@ struct Id {
   bool tos_set = false;
   uint8_t ack_timeout = 14;
   ibv_sa_path_rec path{};
-  // The connection as negotiated: ours and the peer's.
+  // The connection as negotiated: ours and the peer's. A REQ's / REP's starting PSN is the one
+  // its sender's receive queue expects (IBTA 12.7; Linux's ib_cm): psn is our rq_psn, peer_psn
+  // our sq_psn.
   uint32_t psn = 0, peer_qpn = 0, peer_psn = 0;
   uint8_t path_mtu = 3, resp_res = 0, init_depth = 0, retry = 7, rnr_retry = 7;
 };

@@ -28,7 +28,7 @@
 # through the shim: ibv_rc_pingpong -c and perftest (ib_write_bw, ib_read_bw, ib_send_bw,
 # ib_atomic_bw, ib_write_lat, ib_read_lat, ib_send_lat) against the same tools in the guest.
 #
-# Usage: interop.sh UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY [SHIM_DIR]
+# Usage: interop.sh UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY [SHIM_DIR [RDMACM_DIR]]
 # Environment: UROCE_INTEROP_CACHE   the guest image (default /tmp/uroce-interop-image; built by
 #                                     rig/build-image.sh when missing or made by another version)
 #              UROCE_INTEROP_SCENARIOS  default "mtu1500 mtu4200 loss ipv6" (cm only when named)

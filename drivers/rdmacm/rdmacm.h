@@ -62,7 +62,9 @@ struct Id {
   uint8_t peer_gid[16] = {};
   uint8_t tos = 0;
   bool tos_set = false;
-  uint8_t ack_timeout = 14;
+  // The QP's ACK timeout: RDMA_OPTION_ID_ACK_TIMEOUT, the REQ's (passive side), or Linux's
+  // default on RoCE (packet lifetime 18 + 1: 2.1 s; perftest -R and rping set none).
+  uint8_t ack_timeout = 19;
   ibv_sa_path_rec path{};
   // The connection as negotiated: ours and the peer's. A REQ's / REP's starting PSN is the one
   // its sender's receive queue expects (IBTA 12.7; Linux's ib_cm): psn is our rq_psn, peer_psn

@@ -19,8 +19,8 @@
 # RoCE frames dropped in each direction: tc netem where the kernel has it, else nftables), ipv6
 # (MTU 1500, RoCE v2 over IPv6: GID index 0, the link-local GIDs, and the GIDs of global
 # addresses fd00:77::2 / fd00:77::11; rxe_peer and shim runs); cm (not in the default list: its
-# own meson test rxe_interop_cm): rping, ucmatose, udaddy, ib_write_bw -R with uroce as client
-# and as server, ib_send_bw -R with uroce as server, through the drop-in librdmacm (RDMACM_DIR)
+# own meson test rxe_interop_cm): rping, ucmatose, udaddy, ib_write_bw -R and ib_send_bw -R with
+# uroce as client and as server, through the drop-in librdmacm (RDMACM_DIR)
 # against the guest's kernel rdma_cm; the CM's MADs in the capture checked with tshark's
 # dissector.
 #
@@ -289,6 +289,9 @@ EOF
       cm-* | cms-*)
         [ "${run#cms-}" = "$run" ] &&
           echo "run timeout 180 $(cm_tool "$run" server "$GUEST_IP" "$UROCE_IP" $((18515 + 2 * k)) guest)"
+        # the host starts its server when its client is done: give it time to listen (a
+        # perftest retried after a REJ can leave the host's server waiting for good)
+        echo "sleep 3"
         echo "run rxc $(cm_tool "$run" client "$GUEST_IP" "$UROCE_IP" $((18516 + 2 * k)) guest)"
         k=$((k + 1))
         continue ;;
@@ -742,11 +745,8 @@ PP_4200=${UROCE_INTEROP_PP_4200-rc:10000 uc:9000 ud:4096}
 PP_LOSS=${UROCE_INTEROP_PP_LOSS-rc:4096 rc:20000}
 PP_IPV6=${UROCE_INTEROP_PP_IPV6-rc:4096@v6 ud:1024@ll}
 # The rdma_cm programs against the guest's kernel rdma_cm (issue 15), each with uroce as client
-# and as server, except ib_send_bw (uroce as server: cms-): as the client against the TCG guest,
-# perftest's data connection can reach the guest before its data listener (REJ 8, perftest gives
-# up; doc/cm.md). ib_write_bw covers perftest's rdma_cm both ways. UROCE_INTEROP_CM replaces
-# the list.
-CM_RUNS=${UROCE_INTEROP_CM:-cm-rping:64 cm-ucmatose:100 cm-udaddy:100 cm-write_bw:65536 cms-send_bw:65536}
+# and as server (cms-PROG: uroce as server only). UROCE_INTEROP_CM replaces the list.
+CM_RUNS=${UROCE_INTEROP_CM:-cm-rping:64 cm-ucmatose:100 cm-udaddy:100 cm-write_bw:65536 cm-send_bw:65536}
 # run_scenario NAME ETH_MTU LOSS RUNS: scenario with its start and end lines (elapsed time,
 # results), torn down whichever way it ended; one line of the final summary.
 SUMMARY=()

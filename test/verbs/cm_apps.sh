@@ -145,6 +145,11 @@ for t in "ib_write_bw -s 65536 -n 200" "ib_send_lat -s 64 -n 200" "ib_read_bw -s
   shift
   cm_on "$SOCK_A" timeout 90 "$tool" -R -d uroce0 -p 18600 "$@" >"$WORK/$tool-s.log" 2>&1 &
   PID_S=$!
+  # until the server listens (an id in A's CM; bounded), then 2 s for perftest's setup
+  for _ in $(seq 150); do
+    env -u LD_LIBRARY_PATH "$STAT" -s "$SOCK_A" cm.ids 2>/dev/null | awk '$1 == "cm.ids" && $2 > 0 {f = 1} END {exit !f}' && break
+    sleep 0.2
+  done
   sleep 2
   cm_on "$SOCK_B" timeout 90 "$tool" -R -d uroce_b -p 18600 "$@" "$IP_A" >"$WORK/$tool-c.log" 2>&1
   rc_c=$?

@@ -15,7 +15,7 @@ case "$secs" in
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 bdir=${FUZZ_BUILD_DIR:-$root/build-fuzz}
-targets=(parse_frame_fuzz build_parse_fuzz ctl_fuzz engine_rx_fuzz config_fuzz wqe_fuzz cm_fuzz)
+targets=(parse_frame_fuzz build_parse_fuzz ctl_fuzz engine_rx_fuzz config_fuzz wqe_fuzz cm_fuzz cm_ctl_fuzz)
 declare -A seed_kind=([parse_frame_fuzz]=parse [build_parse_fuzz]=build [engine_rx_fuzz]=engine)
 # Jumbo frames for the parser; the builder's input is a description, its payload a u16 length;
 # a control message is at most 4096 bytes behind its mode byte; the engine's input is a few
@@ -23,7 +23,7 @@ declare -A seed_kind=([parse_frame_fuzz]=parse [build_parse_fuzz]=build [engine_
 # byte and a 64..512-byte slot each (or 8 bytes: a ring index, a doorbell).
 declare -A max_len=([parse_frame_fuzz]=9300 [build_parse_fuzz]=4096 [ctl_fuzz]=4200
                     [engine_rx_fuzz]=8192 [config_fuzz]=4096 [wqe_fuzz]=4096
-                    [cm_fuzz]=2048)
+                    [cm_fuzz]=2048 [cm_ctl_fuzz]=4096)
 
 if [ ! -f "$bdir/build.ninja" ]; then
   CXX=clang++ CC=clang meson setup "$bdir" "$root" -Dfuzz=true -Db_lundef=false
@@ -34,7 +34,7 @@ fi
 
 # Only the fuzz targets: the rest of the tree is built and tested by the normal builds.
 ninja -C "$bdir" -j"${FUZZ_JOBS:-2}" test/fuzz/fuzz_seed_gen test/fuzz/ctl_seed_gen \
-  test/fuzz/config_seed_gen test/fuzz/wqe_seed_gen test/fuzz/cm_seed_gen \
+  test/fuzz/config_seed_gen test/fuzz/wqe_seed_gen test/fuzz/cm_seed_gen test/fuzz/cm_ctl_seed_gen \
   "${targets[@]/#/test/fuzz/}"
 
 status=0
@@ -52,6 +52,8 @@ for t in "${targets[@]}"; do
     "$bdir/test/fuzz/wqe_seed_gen" "$seeds" "$bdir/fuzz-seeds/wqe.stamp"
   elif [ "$t" = cm_fuzz ]; then
     "$bdir/test/fuzz/cm_seed_gen" "$seeds" "$bdir/fuzz-seeds/cm.stamp"
+  elif [ "$t" = cm_ctl_fuzz ]; then
+    "$bdir/test/fuzz/cm_ctl_seed_gen" "$seeds" "$bdir/fuzz-seeds/cm_ctl.stamp"
   else
     "$bdir/test/fuzz/fuzz_seed_gen" "${seed_kind[$t]}" "$seeds"
   fi

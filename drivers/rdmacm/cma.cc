@@ -366,15 +366,18 @@ UROCE_EXPORT int rdma_create_id(rdma_event_channel *channel, rdma_cm_id **out, v
     default:
       return fail(EPROTONOSUPPORT);
   }
-  Chan *c = nullptr;
-  if (channel == nullptr) {  // synchronous ids: their own channel (doc/cm.md: not blocking)
+  const bool sync = channel == nullptr;
+  if (sync) {  // a synchronous id: a channel of its own, its calls wait (sync.cc)
     channel = rdma_create_event_channel();
     if (channel == nullptr) return -1;
   }
-  c = reinterpret_cast<Chan *>(channel);
   auto *id = new (std::nothrow) Id;
-  if (id == nullptr) return fail(ENOMEM);
-  id->chan = c;
+  if (id == nullptr) {
+    if (sync) rdma_destroy_event_channel(channel);
+    return fail(ENOMEM);
+  }
+  id->chan = reinterpret_cast<Chan *>(channel);
+  id->sync = id->own_chan = sync;
   id->id.channel = channel;
   id->id.context = context;
   id->id.ps = ps;
@@ -386,7 +389,10 @@ UROCE_EXPORT int rdma_create_id(rdma_event_channel *channel, rdma_cm_id **out, v
 UROCE_EXPORT int rdma_destroy_id(rdma_cm_id *cid) {
   if (cid == nullptr) return fail(EINVAL);
   Id *id = to_id(cid);
+  if (cid->event != nullptr) rdma_ack_cm_event(cid->event);  // rdma_get_request's
   unmaterialize(id);
+  drop_pending(id->chan, id);
+  if (id->own_chan) rdma_destroy_event_channel(cid->channel);
   delete id;
   return 0;
 }
@@ -436,7 +442,7 @@ UROCE_EXPORT int rdma_resolve_addr(rdma_cm_id *cid, sockaddr *src, sockaddr *dst
       set_bound(id, a);
       std::memcpy(id->peer_gid, p.dst_gid, 16);
       sa_of(p.dst_gid, p.dst_port, &id->id.route.addr.dst_storage);
-      return 0;
+      return id->sync ? sync_wait(id, RDMA_CM_EVENT_ADDR_RESOLVED) : 0;
     }
     err = -rc;
     if (fresh) unmaterialize(id);
@@ -466,7 +472,7 @@ UROCE_EXPORT int rdma_resolve_route(rdma_cm_id *cid, int) {
   r.numb_path = 1;
   id->id.route.path_rec = &id->path;
   id->id.route.num_paths = 1;
-  return 0;
+  return id->sync ? sync_wait(id, RDMA_CM_EVENT_ROUTE_RESOLVED) : 0;
 }
 
 UROCE_EXPORT int rdma_listen(rdma_cm_id *cid, int) {
@@ -486,6 +492,10 @@ UROCE_EXPORT int rdma_listen(rdma_cm_id *cid, int) {
 UROCE_EXPORT int rdma_get_cm_event(rdma_event_channel *channel, rdma_cm_event **out) {
   if (channel == nullptr || out == nullptr) return fail(EINVAL);
   auto *c = reinterpret_cast<Chan *>(channel);
+  if (Event *e = pop_pending(c)) {  // taken by a synchronous call, not its own
+    *out = &e->ev;
+    return 0;
+  }
   for (;;) {
     char buf[64];
     while (recv(c->ch.fd, buf, sizeof buf, MSG_DONTWAIT) > 0) {

@@ -10,6 +10,25 @@
 using namespace uroce;
 using namespace uroce::rdmacm;
 
+namespace {
+
+// A CQ of `depth` entries (at least 1) with its own completion channel.
+int make_cq(rdma_cm_id *cid, ibv_comp_channel **ch, ibv_cq **cq, uint32_t depth) {
+  *ch = ibv_create_comp_channel(cid->verbs);
+  if (*ch == nullptr) return -1;
+  *cq = ibv_create_cq(cid->verbs, depth != 0 ? static_cast<int>(depth) : 1, cid, *ch, 0);
+  return *cq != nullptr ? 0 : -1;
+}
+
+void free_cqs(rdma_cm_id *cid) {
+  for (ibv_cq **cq : {&cid->send_cq, &cid->recv_cq})
+    if (*cq != nullptr) ibv_destroy_cq(*cq), *cq = nullptr;
+  for (ibv_comp_channel **ch : {&cid->send_cq_channel, &cid->recv_cq_channel})
+    if (*ch != nullptr) ibv_destroy_comp_channel(*ch), *ch = nullptr;
+}
+
+}  // namespace
+
 UROCE_EXPORT int rdma_connect(rdma_cm_id *cid, rdma_conn_param *param) {
   Id *id = to_id(cid);
   if (id == nullptr || id->handle == 0) return fail(EINVAL);
@@ -25,7 +44,7 @@ UROCE_EXPORT int rdma_connect(rdma_cm_id *cid, rdma_conn_param *param) {
     }
     if (const int rc = d->call(ctl::kCmConnect, &p, sizeof p, nullptr, 0, nullptr, 0))
       return fail(-rc);
-    return 0;
+    return id->sync ? sync_wait(id, RDMA_CM_EVENT_ESTABLISHED) : 0;
   }
   if (cid->qp == nullptr && param == nullptr) return fail(EINVAL);
   p.qpn = cid->qp != nullptr ? cid->qp->qp_num : param->qp_num;
@@ -54,7 +73,7 @@ UROCE_EXPORT int rdma_connect(rdma_cm_id *cid, rdma_conn_param *param) {
   }
   if (const int rc = d->call(ctl::kCmConnect, &p, sizeof p, nullptr, 0, nullptr, 0))
     return fail(-rc);
-  return 0;
+  return id->sync ? sync_wait(id, RDMA_CM_EVENT_ESTABLISHED) : 0;
 }
 
 UROCE_EXPORT int rdma_accept(rdma_cm_id *cid, rdma_conn_param *param) {
@@ -106,7 +125,7 @@ UROCE_EXPORT int rdma_accept(rdma_cm_id *cid, rdma_conn_param *param) {
   }
   if (const int rc = d->call(ctl::kCmAccept, &p, sizeof p, nullptr, 0, nullptr, 0))
     return fail(-rc);
-  return 0;
+  return id->sync ? sync_wait(id, RDMA_CM_EVENT_ESTABLISHED) : 0;
 }
 
 UROCE_EXPORT int rdma_reject(rdma_cm_id *cid, const void *data, uint8_t len) {
@@ -157,8 +176,28 @@ UROCE_EXPORT int rdma_create_qp_ex(rdma_cm_id *cid, ibv_qp_init_attr_ex *attr) {
     attr->pd = id->dev->pd;
     attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
   }
+  // No CQs given: one per direction, each with its completion channel, as librdmacm (the
+  // inline rdma_get_send_comp / rdma_get_recv_comp of <rdma/rdma_verbs.h> wait on them).
+  const bool make_cqs = attr->send_cq == nullptr && attr->recv_cq == nullptr;
+  if (make_cqs) {
+    if (make_cq(cid, &cid->send_cq_channel, &cid->send_cq, attr->cap.max_send_wr) != 0 ||
+        make_cq(cid, &cid->recv_cq_channel, &cid->recv_cq, attr->cap.max_recv_wr) != 0) {
+      const int e = errno;
+      free_cqs(cid);
+      return fail(e);
+    }
+    attr->send_cq = cid->send_cq;
+    attr->recv_cq = cid->recv_cq;
+  } else if (attr->send_cq == nullptr || attr->recv_cq == nullptr) {
+    return fail(EINVAL);
+  }
   ibv_qp *qp = ibv_create_qp_ex(cid->verbs, attr);
-  if (qp == nullptr) return -1;
+  if (qp == nullptr) {
+    const int e = errno;
+    if (make_cqs) free_cqs(cid);
+    return fail(e);
+  }
+  id->own_cqs = make_cqs;
   cid->qp = qp;
   cid->pd = attr->pd;
   cid->send_cq = attr->send_cq;
@@ -170,8 +209,7 @@ UROCE_EXPORT int rdma_create_qp_ex(rdma_cm_id *cid, ibv_qp_init_attr_ex *attr) {
     if (rc == 0) rc = modify_to(id, IBV_QPS_RTS);
   }
   if (rc != 0) {
-    ibv_destroy_qp(qp);
-    cid->qp = nullptr;
+    rdma_destroy_qp(cid);
     return fail(rc);
   }
   return 0;
@@ -192,4 +230,6 @@ UROCE_EXPORT void rdma_destroy_qp(rdma_cm_id *cid) {
   if (cid == nullptr || cid->qp == nullptr) return;
   ibv_destroy_qp(cid->qp);
   cid->qp = nullptr;
+  if (to_id(cid)->own_cqs) free_cqs(cid);
+  to_id(cid)->own_cqs = false;
 }

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The rest of librdmacm's API: rdma_getaddrinfo over getaddrinfo(3), options, ports, devices,
-// event names, SRQs; and what uroce does not do yet (multicast, ECE, migrating ids, the
-// synchronous rdma_create_ep / rdma_get_request), which fails with ENOSYS / EOPNOTSUPP
-// (doc/cm.md).
+// event names, SRQs; and what uroce does not do yet (multicast, ECE, migrating ids), which
+// fails with ENOSYS / EOPNOTSUPP (doc/cm.md).
 #include <netdb.h>
 #include <netinet/in.h>
 
@@ -232,17 +231,6 @@ UROCE_EXPORT int rdma_leave_multicast(rdma_cm_id *, sockaddr *) {
   return fail(ENOSYS);
 }
 UROCE_EXPORT int rdma_migrate_id(rdma_cm_id *, rdma_event_channel *) {
-  return fail(ENOSYS);
-}
-UROCE_EXPORT int rdma_create_ep(rdma_cm_id **, rdma_addrinfo *, ibv_pd *, ibv_qp_init_attr *) {
-  return fail(ENOSYS);
-}
-UROCE_EXPORT void rdma_destroy_ep(rdma_cm_id *id) {
-  if (id == nullptr) return;
-  rdma_destroy_qp(id);
-  rdma_destroy_id(id);
-}
-UROCE_EXPORT int rdma_get_request(rdma_cm_id *, rdma_cm_id **) {
   return fail(ENOSYS);
 }
 UROCE_EXPORT int rdma_set_local_ece(rdma_cm_id *, ibv_ece *) {

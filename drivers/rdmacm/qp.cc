@@ -43,7 +43,7 @@ int qp_attr_for(Id *id, ibv_qp_state state, ibv_qp_attr *a, int *mask) {
       }
       a->path_mtu = static_cast<ibv_mtu>(id->path_mtu);
       a->dest_qp_num = id->peer_qpn;
-      a->rq_psn = id->peer_psn;
+      a->rq_psn = id->psn;  // the PSN our REQ / REP announced: the peer sends from it
       a->max_dest_rd_atomic = id->resp_res;
       a->min_rnr_timer = 12;
       a->ah_attr.is_global = 1;
@@ -56,7 +56,7 @@ int qp_attr_for(Id *id, ibv_qp_state state, ibv_qp_attr *a, int *mask) {
               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
       return 0;
     case IBV_QPS_RTS:
-      a->sq_psn = id->psn;
+      a->sq_psn = id->peer_psn;  // the peer's REQ / REP: we send from it (as Linux's ib_cm)
       if (ud) {
         *mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
         return 0;

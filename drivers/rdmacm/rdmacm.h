@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
@@ -40,10 +41,16 @@ struct Dev {
            size_t rep_len);
 };
 
+struct Event;
+
 struct Chan {
   rdma_event_channel ch{};            // first: the app's pointer is &ch
   int wake = -1;                      // the end the daemons write to
   std::map<Dev *, uint32_t> handles;  // the channel's handle in each daemon
+  // Events a synchronous call took from the daemons that were not the one it waits for: the
+  // next rdma_get_cm_event / rdma_get_request returns them first.
+  std::mutex pending_mu;
+  std::deque<Event *> pending;
 };
 
 struct Id {
@@ -55,11 +62,23 @@ struct Id {
   uint8_t peer_gid[16] = {};
   uint8_t tos = 0;
   bool tos_set = false;
-  uint8_t ack_timeout = 14;
+  // The QP's ACK timeout: RDMA_OPTION_ID_ACK_TIMEOUT, the REQ's (passive side), or Linux's
+  // default on RoCE (packet lifetime 18 + 1: 2.1 s; perftest -R and rping set none).
+  uint8_t ack_timeout = 19;
   ibv_sa_path_rec path{};
-  // The connection as negotiated: ours and the peer's.
+  // The connection as negotiated: ours and the peer's. A REQ's / REP's starting PSN is the one
+  // its sender's receive queue expects (IBTA 12.7; Linux's ib_cm): psn is our rq_psn, peer_psn
+  // our sq_psn.
   uint32_t psn = 0, peer_qpn = 0, peer_psn = 0;
   uint8_t path_mtu = 3, resp_res = 0, init_depth = 0, retry = 7, rnr_retry = 7;
+  // Synchronous ids (created without a channel; sync.cc): their calls wait for their event.
+  bool sync = false;
+  bool own_chan = false;  // the channel made for it, destroyed with it
+  bool own_cqs = false;   // rdma_create_qp made the CQs and their completion channels
+  // rdma_create_ep on a passive id: the QP each rdma_get_request creates.
+  bool has_ep_attr = false;
+  ibv_qp_init_attr ep_attr{};
+  ibv_pd *ep_pd = nullptr;
 };
 
 struct Event {
@@ -84,5 +103,11 @@ std::vector<Dev *> &devices();  // every daemon of UROCE_SOCKET, connected on fi
 int qp_attr_for(Id *id, ibv_qp_state state, ibv_qp_attr *a, int *mask);
 int modify_to(Id *id, ibv_qp_state state);  // 0 or errno
 uint32_t random_psn();
+// sync.cc: a synchronous id's call waits for its event (`want`): 0, or -1 with errno from the
+// event that came instead (REJECTED: ECONNREFUSED, else the event's status). Events for other
+// ids of the channel are kept in its pending queue.
+int sync_wait(Id *id, rdma_cm_event_type want);
+Event *pop_pending(Chan *c);         // the oldest pending event, or nullptr
+void drop_pending(Chan *c, Id *id);  // acks the pending events of an id being destroyed
 
 }  // namespace uroce::rdmacm

@@ -63,7 +63,7 @@ struct Req {
   bool srq = false;
   uint8_t extended_transport = 0;  // 3 bits (XRC)
   Path primary;
-  Path alternate;  // all zero: none
+  Path alternate{0, 0};  // LIDs 0 (Linux's ib_cm reads a non-zero LID as an alternate path)
   bool sap_supported = false;
   std::array<uint8_t, kReqPrivate> private_data{};
 };

@@ -308,7 +308,7 @@ int CmService::do_connect(uint64_t sess, ctl::Message &m) {
   q.primary.remote_gid = id->peer;
   q.primary.hop_limit = wire::kRoceHopLimit;
   q.primary.traffic_class = static_cast<uint8_t>(port_.dscp() << 2);
-  q.primary.local_ack_timeout = 18;
+  q.primary.local_ack_timeout = kReqLocalAckTimeout;
   write_hdr(q.private_data.data());
   std::memcpy(q.private_data.data() + hdr, p.private_data, p.private_len);
   const int rc = cm_.connect(q, id->peer, clock_(), &comm);

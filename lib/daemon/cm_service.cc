@@ -305,6 +305,7 @@ void CmService::add_stats(std::vector<ctl::StatEntry> &v) const {
   add("half_open_refused", c.half_open_refused);
   add("connections", cm_.connections());
   add("ids", ids_.size());
+  add("channels", channels_.size());
   add("gsi_rx", gc_.rx);
   add("gsi_tx", gc_.tx);
   add("gsi_tx_no_route", gc_.tx_no_route);

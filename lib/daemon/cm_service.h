@@ -35,6 +35,9 @@ namespace uroce::daemon {
 inline constexpr uint32_t kGsiQpn = 1;
 inline constexpr uint32_t kGsiQkey = 0x80010000u;
 inline constexpr uint8_t kMraServiceTimeout = 24;  // the kernel's CMA_CM_MRA_SETTING
+// A REQ's primary local ACK timeout: Linux 6.1's rdma_cm on RoCE (packet lifetime 18, + 1 as
+// ib_cm's cm_ack_timeout), 4.096 us x 2^19 = 2.1 s; the passive side's QP uses it.
+inline constexpr uint8_t kReqLocalAckTimeout = 19;
 
 // Why a frame for QP 1 was dropped before reaching the CM.
 enum class GsiDrop : uint8_t {

@@ -18,16 +18,21 @@
 # 4096: RC 10000 B, UC 9000 B, UD 4096 B), loss (MTU 1500, RC 4096 B and 20000 B, 1 % of the
 # RoCE frames dropped in each direction: tc netem where the kernel has it, else nftables), ipv6
 # (MTU 1500, RoCE v2 over IPv6: GID index 0, the link-local GIDs, and the GIDs of global
-# addresses fd00:77::2 / fd00:77::11; rxe_peer and shim runs).
+# addresses fd00:77::2 / fd00:77::11; rxe_peer and shim runs); cm (not in the default list: its
+# own meson test rxe_interop_cm): rping, ucmatose, udaddy, ib_write_bw -R and ib_send_bw -R with
+# uroce as client and as server, through the drop-in librdmacm (RDMACM_DIR)
+# against the guest's kernel rdma_cm; the CM's MADs in the capture checked with tshark's
+# dissector.
 #
 # With SHIM_DIR (the verbs shim, build/drivers/verbs), the host side also runs unmodified tools
 # through the shim: ibv_rc_pingpong -c and perftest (ib_write_bw, ib_read_bw, ib_send_bw,
 # ib_atomic_bw, ib_write_lat, ib_read_lat, ib_send_lat) against the same tools in the guest.
 #
-# Usage: interop.sh UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY [SHIM_DIR]
+# Usage: interop.sh UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY [SHIM_DIR [RDMACM_DIR]]
 # Environment: UROCE_INTEROP_CACHE   the guest image (default /tmp/uroce-interop-image; built by
 #                                     rig/build-image.sh when missing or made by another version)
-#              UROCE_INTEROP_SCENARIOS  default "mtu1500 mtu4200 loss ipv6"
+#              UROCE_INTEROP_SCENARIOS  default "mtu1500 mtu4200 loss ipv6" (cm only when named)
+#              UROCE_INTEROP_CM      the cm scenario's runs (cm-PROG:SIZE, cms-PROG:SIZE)
 #              UROCE_INTEROP_PP_1500 / _PP_4200 / _PP_LOSS / _PP_IPV6  a scenario's pingpong
 #                                    runs (rxe_peer)
 #              UROCE_INTEROP_SHIM_1500 / _SHIM_4200 / _SHIM_LOSS / _SHIM_IPV6  its runs through
@@ -45,11 +50,11 @@
 # Needs root. Every wait is bounded; everything it creates is removed on exit, by PID / name.
 set -uo pipefail
 
-if [ $# -ne 5 ] && [ $# -ne 6 ]; then
-  echo "usage: $0 UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY [SHIM_DIR]"
+if [ $# -lt 5 ] || [ $# -gt 7 ]; then
+  echo "usage: $0 UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY [SHIM_DIR [RDMACM_DIR]]"
   exit 2
 fi
-UROCED=$1 PCAP_CHECK=$2 STAT=$3 PEER=$4 CHECK_CAPTURE=$5 SHIM=${6:-}
+UROCED=$1 PCAP_CHECK=$2 STAT=$3 PEER=$4 CHECK_CAPTURE=$5 SHIM=${6:-} CMSHIM=${7:-}
 RIG=$(cd "$(dirname "$0")/rig" && pwd)
 PT_BW_ITERS=${UROCE_INTEROP_PT_BW_ITERS:-100}
 PT_LAT_ITERS=${UROCE_INTEROP_PT_LAT_ITERS:-100}
@@ -73,6 +78,10 @@ for t in ip tc nft tshark qemu-system-x86_64 timeout python3; do
     exit 1
   }
 done
+if [ -n "$CMSHIM" ] && { [ -z "$SHIM" ] || [ ! -e "$CMSHIM/librdmacm.so.1" ]; }; then
+  echo "FAIL: no librdmacm.so.1 in '$CMSHIM' (the drop-in librdmacm), or no verbs shim beside it"
+  exit 1
+fi
 if [ -n "$SHIM" ] && [ ! -e "$SHIM/libibverbs.so.1" ]; then
   echo "FAIL: no libibverbs.so.1 in $SHIM (the verbs shim)"
   exit 1
@@ -190,6 +199,27 @@ run_tool() {  # run_tool RUN PMTU [host|guest]
     pt-* | pts-*) echo "ib_${type#*-} -x $g -F -s $size -n $PT_BW_ITERS" ;;
   esac
 }
+# cm_tool RUN server|client OWN_IP PEER_IP PORT [guest]: an rdma_cm program of a cm- run (the
+# connection through rdma_cm: on the host the drop-in librdmacm and uroced's CM, in the guest
+# the kernel's rdma_cm over rxe). udaddy has no port option (7174). A cms- run is the cm- run
+# with uroce as server only.
+cm_tool() {
+  local type=${1%%:*} size role=$2 own=$3 peer=$4 port=$5 dev=""
+  type=${type/#cms-/cm-}
+  size=$(run_size "$1")
+  [ "${6:-}" = guest ] && dev="-d rxe0 "
+  case $type:$role in
+    cm-rping:server) echo "rping -s -a $own -p $port -C 10 -S $size -v -V" ;;
+    cm-rping:client) echo "rping -c -a $peer -p $port -C 10 -S $size -v -V" ;;
+    cm-ucmatose:server) echo "ucmatose -b $own -p $port -C 10 -S $size" ;;
+    cm-ucmatose:client) echo "ucmatose -s $peer -p $port -C 10 -S $size" ;;
+    cm-udaddy:server) echo "udaddy -b $own -C 10 -S $size" ;;
+    cm-udaddy:client) echo "udaddy -s $peer -C 10 -S $size" ;;
+    cm-*:server) echo "ib_${type#cm-} ${dev}-R -F -s $size -n $PT_BW_ITERS -p $port" ;;
+    cm-*:client) echo "ib_${type#cm-} ${dev}-R -F -s $size -n $PT_BW_ITERS -p $port $peer" ;;
+  esac
+}
+
 guest_tool() {  # guest_tool RUN PMTU: run_tool with the guest's device and GID index
   local t
   t=$(run_tool "$1" "$2" guest)
@@ -211,6 +241,16 @@ rx() {
   for i in \$(seq 90); do
     out=\$(timeout 120 "\$@" 2>&1); r=\$?; echo "\$out"
     echo "\$out" | grep -q "Couldn't connect" || return \$r
+    sleep 1
+  done
+  return 1
+}
+# rxc: an rdma_cm client, retried while the host side does not listen yet (a REJ for a port
+# nobody listens on, a SIDR_REP "no listener", perftest's failed connect).
+rxc() {
+  for i in \$(seq 90); do
+    out=\$(timeout 120 "\$@" 2>&1); r=\$?; echo "\$out"
+    echo "\$out" | grep -qE "REJECTED|UNREACHABLE|Couldn't connect|Unable to perform rdma_client|ADDR_ERROR" || return \$r
     sleep 1
   done
   return 1
@@ -245,6 +285,17 @@ echo "possible CPUs: \$(cat /sys/devices/system/cpu/possible)"
 EOF
   for run in "$@"; do
     local cmd
+    case $run in
+      cm-* | cms-*)
+        [ "${run#cms-}" = "$run" ] &&
+          echo "run timeout 180 $(cm_tool "$run" server "$GUEST_IP" "$UROCE_IP" $((18515 + 2 * k)) guest)"
+        # the host starts its server when its client is done: give it time to listen (a
+        # perftest retried after a REJ can leave the host's server waiting for good)
+        echo "sleep 3"
+        echo "run rxc $(cm_tool "$run" client "$GUEST_IP" "$UROCE_IP" $((18516 + 2 * k)) guest)"
+        k=$((k + 1))
+        continue ;;
+    esac
     cmd=$(guest_tool "$run" "$pmtu")
     case $run in pts-*) ;; *) echo "run timeout 180 $cmd -p $((18515 + 2 * k))" ;; esac
     echo "run rx $cmd -p $((18516 + 2 * k)) \$H"
@@ -299,6 +350,41 @@ run_shim() {
   esac
 }
 
+# run_cm RUN server|client PORT: an unmodified rdma_cm program in the netns over uroced through
+# both drop-in libraries (librdmacm and the verbs shim). A client starts once the guest has
+# started its server (its script logs the command), 2 s later (TCG), and retries while that
+# server does not listen yet (the kernel answers a REQ for a port nobody listens on with a REJ,
+# reason 8). The program must exit 0 and print its own success lines.
+run_cm() {
+  local run=$1 role=$2 cmd i out rc gcmd
+  cmd=$(cm_tool "$run" "$role" "$UROCE_IP" "$GUEST_IP" "$3")
+  echo "--- $cmd (drop-in librdmacm)" >>"$SLOG"
+  if [ "$role" = client ]; then
+    gcmd="== timeout 180 $(cm_tool "$run" server "$GUEST_IP" "$UROCE_IP" "$3" guest)"
+    while ! grep -qxF "$gcmd" <(tr -d '\r' <"$WORK/$name-guest.log"); do
+      kill -0 "$GPID" 2>/dev/null && [ "$(date +%s)" -lt "$DEADLINE" ] || break
+      sleep 0.5
+    done
+    sleep 2
+  fi
+  for i in $(seq 120); do
+    out=$(ip netns exec "$NS" timeout "$(bounded 180)" env LD_LIBRARY_PATH="$CMSHIM:$SHIM" \
+      UROCE_SOCKET="$WORK/uroced.sock" nice -n 10 $cmd 2>&1)
+    rc=$?
+    [ "$role" = client ] && grep -qE "REJECTED|UNREACHABLE|ADDR_ERROR|Unable to perform rdma_client" <<<"$out" || break
+    kill -0 "$GPID" 2>/dev/null && [ "$(date +%s)" -lt "$DEADLINE" ] || break
+    sleep 1
+  done
+  echo "$out" >>"$SLOG"
+  echo "--- exit $rc" >>"$SLOG"
+  [ "$rc" = 0 ] || return 1
+  case $run in
+    cm-rping:*) [ "$(grep -cE "^(server )?ping data: rdma-ping-" <<<"$out")" -ge 10 ] ;;
+    cm-ucmatose:* | cm-udaddy:*) grep -q "^test complete" <<<"$out" ;;
+    *) grep -qE '^ *[0-9]+ +[0-9]+ +[0-9.]+' <<<"$out" ;;
+  esac
+}
+
 # want_opcodes PMTU RUNS...: the opcodes the capture must show from uroce and from the guest
 # ("U G", comma-separated). Every run is RC or has an RC ACK; a pingpong run (rxe_peer or the
 # shim) and pt- runs go both ways, pts- runs have the guest as requester only.
@@ -322,16 +408,47 @@ want_opcodes() {
       *-read_bw | *-read_lat) req="0x0c" resp="0x0d,0x0e,0x0f"
         [ "$size" -le "$pmtu" ] && resp="0x10" ;;
       *-atomic_bw | *-atomic_lat) req="0x14" resp="0x12" ;;
+      cm-udaddy) req="0x64" ;;  # SIDR_REQ / SIDR_REP, then the UD messages
+      cm-rping | cm-ucmatose) req="0x64,0x04" ;;  # the CM's MADs (UD SENDs to QP 1), SENDs
     esac
     [ -n "$req" ] && g="$g,$req"
     [ -n "$resp" ] && u="$u,$resp"
     case $type in
-      pts-*) ;;
+      pts-* | cms-*) ;;
       *) [ -n "$req" ] && u="$u,$req"
         [ -n "$resp" ] && g="$g,$resp" ;;
     esac
   done
   echo "$u $g"
+}
+
+# cm_mad_check NAME PCAP RUNS: the MADs of the capture as tshark dissects them (source, class,
+# attribute): each is class 0x07 (CM) version 2 with no malformed mark or expert info, and
+# uroced and the guest each sent REQ, REP, RTU and a DREQ or DREP (RC runs), SIDR_REQ and
+# SIDR_REP (udaddy).
+cm_mad_check() {
+  local name=$1 pcap=$2 runs=$3 rows bad want side a n
+  rows=$(tshark -n -r "$pcap" -Y 'infiniband.bth.destqp == 1' -T fields -E separator=' ' \
+    -e ip.src -e infiniband.mad.mgmtclass -e infiniband.mad.classversion \
+    -e infiniband.mad.attributeid -e _ws.malformed -e _ws.expert.message 2>"$WORK/$name-mads.err")
+  echo "$rows" >"$WORK/$name-mads.txt"
+  bad=$(awk 'NF != 4 || $2 != "0x07" || $3 != "0x02"' <<<"$rows" | head -5)
+  if [ -n "$bad" ] || [ -z "$rows" ]; then
+    fail "$name: MADs tshark does not dissect as CM messages cleanly ($WORK/$name-mads.txt): ${bad:-none captured}"
+    return
+  fi
+  want="0x0010 0x0013 0x0014"           # REQ REP RTU
+  case " $runs" in *" cm-udaddy"*) want="$want 0x0017 0x0018" ;; esac
+  for side in "$UROCE_IP uroced" "$GUEST_IP guest"; do
+    read -r a n <<<"$side"
+    for w in $want; do
+      awk -v a="$a" -v w="$w" '$1 == a && $4 == w {f = 1} END {exit !f}' <<<"$rows" ||
+        fail "$name: no CM attribute $w from $n in the capture"
+    done
+    awk -v a="$a" '$1 == a && ($4 == "0x0015" || $4 == "0x0016") {f = 1} END {exit !f}' <<<"$rows" ||
+      fail "$name: no DREQ / DREP from $n in the capture"
+  done
+  pass "$name: $(wc -l <<<"$rows") CM MADs, tshark clean: $(awk '{c[$1" "$4]++} END {for (k in c) printf "%s:%d ", k, c[k]}' <<<"$rows")"
 }
 
 scenario() {  # scenario NAME ETH_MTU LOSS(0|1) RUNS (TYPE:SIZE ...)
@@ -455,6 +572,17 @@ EOF
           pass "$name: uroce server (rxe_peer) <-> guest ibv_${type}_pingpong client ($ITERS x $size B, GID $(run_gid "$run" host))" ||
           fail "$name: $type-server $size B (log: $SLOG)"
         ;;
+      cm-* | cms-*)
+        local prog=${type#cm*-}
+        if [ "$type" = "cm-$prog" ]; then
+          run_cm "$run" client $((18515 + 2 * k)) &&
+            pass "$name: guest (kernel rdma_cm) $prog server <-> uroce client (drop-in librdmacm, $size B)" ||
+            fail "$name: $prog $size B, uroce client (log: $SLOG)"
+        fi
+        run_cm "$run" server $((18516 + 2 * k)) &&
+          pass "$name: uroce server (drop-in librdmacm) <-> guest (kernel rdma_cm) $prog client ($size B)" ||
+          fail "$name: $prog $size B, uroce server (log: $SLOG)"
+        ;;
       *)
         local tool
         tool=$(run_tool "$run" "$pmtu")
@@ -577,6 +705,9 @@ EOF
     cat "$WORK/$name-capture.txt"
     fail "$name: capture check"
   fi
+  # The CM's MADs (frames to QP 1): tshark's InfiniBand MAD / CM dissector names every one, with
+  # no malformed mark, and each side sent the messages of both roles.
+  case " $runs" in *" cm-"*) cm_mad_check "$name" "$WORK/$name.pcap" "$runs" ;; esac
   # uroced's own capture must be valid as well.
   "$PCAP_CHECK" -q --expect-roce "$WORK/$name-uroced.pcap" >"$WORK/$name-uroced-check.txt" 2>&1
   if grep -qE 'invalid 0$' "$WORK/$name-uroced-check.txt"; then
@@ -613,6 +744,9 @@ PP_1500=${UROCE_INTEROP_PP_1500-rc:4096 rc:1 uc:3000 ud:1024}
 PP_4200=${UROCE_INTEROP_PP_4200-rc:10000 uc:9000 ud:4096}
 PP_LOSS=${UROCE_INTEROP_PP_LOSS-rc:4096 rc:20000}
 PP_IPV6=${UROCE_INTEROP_PP_IPV6-rc:4096@v6 ud:1024@ll}
+# The rdma_cm programs against the guest's kernel rdma_cm (issue 15), each with uroce as client
+# and as server (cms-PROG: uroce as server only). UROCE_INTEROP_CM replaces the list.
+CM_RUNS=${UROCE_INTEROP_CM:-cm-rping:64 cm-ucmatose:100 cm-udaddy:100 cm-write_bw:65536 cm-send_bw:65536}
 # run_scenario NAME ETH_MTU LOSS RUNS: scenario with its start and end lines (elapsed time,
 # results), torn down whichever way it ended; one line of the final summary.
 SUMMARY=()
@@ -633,6 +767,8 @@ for s in $SCENARIOS; do
     mtu4200) run_scenario mtu4200 4200 0 "$(echo $PP_4200 ${SHIM:+$SHIM_4200})" ;;
     loss) run_scenario loss 1500 1 "$(echo $PP_LOSS ${SHIM:+$SHIM_LOSS})" ;;
     ipv6) run_scenario ipv6 1500 0 "$(echo $PP_IPV6 ${SHIM:+$SHIM_IPV6})" ;;
+    cm) if [ -n "$CMSHIM" ]; then run_scenario cm 1500 0 "$CM_RUNS"; else
+      fail "scenario cm: no drop-in librdmacm given (interop.sh's 7th argument)"; fi ;;
     *) fail "unknown scenario '$s'" ;;
   esac
 done

@@ -9,7 +9,10 @@
 #   2b. udaddy: RDMA_PS_UDP (SIDR_REQ / SIDR_REP), UD messages both ways: both exit 0.
 #   3. A client connecting to a port nobody listens on is rejected at once (REJ reason 8:
 #      RDMA_CM_EVENT_REJECTED, not a timeout).
-#   4. perftest's ib_write_bw -R and ib_send_lat -R (the connection through rdma_cm).
+#   2c. rdma_server / rdma_client (synchronous ids: rdma_create_ep, rdma_get_request).
+#   2d. cmtime -c 20 (connection setup and teardown, every step timed).
+#   4. perftest's ib_write_bw -R, ib_send_lat -R and ib_read_bw -R (the connection through
+#      rdma_cm).
 #   5. The daemons counted the CM MADs and no bad ones.
 # Every wait is bounded; every process started is stopped by PID.
 # Usage: cm_apps.sh PATH/TO/uroced VERBS_SHIM_DIR RDMACM_SHIM_DIR PATH/TO/uroce-stat
@@ -20,7 +23,7 @@ UROCED=${1:?$USAGE}
 SHIM=${2:?$USAGE}
 CMSHIM=${3:?$USAGE}
 STAT=${4:?$USAGE}
-for t in rping ucmatose udaddy ib_write_bw ib_send_lat timeout; do
+for t in rping ucmatose udaddy rdma_server rdma_client cmtime ib_write_bw ib_send_lat ib_read_bw timeout; do
   command -v $t >/dev/null || { echo "FAIL: '$t' not found (scripts/install-deps.sh installs it)"; exit 1; }
 done
 [ -e "$CMSHIM/librdmacm.so.1" ] || { echo "FAIL: no librdmacm.so.1 in $CMSHIM"; exit 1; }
@@ -88,6 +91,44 @@ else
   tail -n 8 "$WORK/udaddy-c.log" "$WORK/udaddy-s.log"
 fi
 
+# --- 2c. rdma_server / rdma_client: synchronous ids (no event channel), rdma_create_ep,
+# rdma_get_request, the QP's own CQs and completion channels, rdma_get_send_comp / _recv_comp.
+cm_on "$SOCK_A" timeout 60 rdma_server -s "$IP_A" -p 7176 >"$WORK/rdma-s.log" 2>&1 &
+PID_S=$!
+sleep 1
+cm_on "$SOCK_B" timeout 60 rdma_client -s "$IP_A" -p 7176 >"$WORK/rdma-c.log" 2>&1
+rc_c=$?
+wait "$PID_S"
+rc_s=$?
+PID_S=""
+if [ $rc_c -eq 0 ] && [ $rc_s -eq 0 ] && grep -q "^rdma_client: end 0" "$WORK/rdma-c.log" &&
+   grep -q "^rdma_server: end 0" "$WORK/rdma-s.log"; then
+  pass "rdma_server / rdma_client (rdma_create_ep, rdma_get_request): end 0 on both"
+else
+  fail "rdma_server / rdma_client: client rc=$rc_c, server rc=$rc_s"
+  tail -n 8 "$WORK/rdma-c.log" "$WORK/rdma-s.log"
+fi
+
+# --- 2d. cmtime: 20 connections set up and torn down at once, each step timed
+cm_on "$SOCK_A" timeout 90 cmtime -b "$IP_A" -p 7177 -c 20 >"$WORK/cmtime-s.log" 2>&1 &
+PID_S=$!
+sleep 1
+cm_on "$SOCK_B" timeout 90 cmtime -s "$IP_A" -p 7177 -c 20 >"$WORK/cmtime-c.log" 2>&1
+rc_c=$?
+# cmtime's server serves until it is killed: it must still be running (not crashed).
+rc_s=0
+kill -0 "$PID_S" 2>/dev/null || rc_s=dead
+for p in $(pgrep -P "$PID_S") "$PID_S"; do kill -TERM "$p" 2>/dev/null; done  # timeout passes it on
+wait "$PID_S" 2>/dev/null
+PID_S=""
+if [ $rc_c -eq 0 ] && [ $rc_s = 0 ] && grep -q "^connect" "$WORK/cmtime-c.log" &&
+   grep -q "^disconnect" "$WORK/cmtime-c.log"; then
+  pass "cmtime -c 20: $(grep -E '^(connect|disconnect) ' "$WORK/cmtime-c.log" | tr -s ' ' | tr '\n' ';')"
+else
+  fail "cmtime: client rc=$rc_c, server rc=$rc_s"
+  tail -n 12 "$WORK/cmtime-c.log" "$WORK/cmtime-s.log"
+fi
+
 # --- 3. nobody listens: rejected at once (reason 8, invalid service id)
 cm_on "$SOCK_B" timeout 30 rping -c -a "$IP_A" -p 7179 -C 1 -v >"$WORK/rping-rej.log" 2>&1
 rc=$?
@@ -98,12 +139,17 @@ else
 fi
 
 # --- 4. perftest over rdma_cm (-R): the server binds any address, the client resolves A's.
-for t in "ib_write_bw -s 65536 -n 200" "ib_send_lat -s 64 -n 200"; do
+for t in "ib_write_bw -s 65536 -n 200" "ib_send_lat -s 64 -n 200" "ib_read_bw -s 65536 -n 200"; do
   set -- $t
   tool=$1
   shift
   cm_on "$SOCK_A" timeout 90 "$tool" -R -d uroce0 -p 18600 "$@" >"$WORK/$tool-s.log" 2>&1 &
   PID_S=$!
+  # until the server listens (an id in A's CM; bounded), then 2 s for perftest's setup
+  for _ in $(seq 150); do
+    env -u LD_LIBRARY_PATH "$STAT" -s "$SOCK_A" cm.ids 2>/dev/null | awk '$1 == "cm.ids" && $2 > 0 {f = 1} END {exit !f}' && break
+    sleep 0.2
+  done
   sleep 2
   cm_on "$SOCK_B" timeout 90 "$tool" -R -d uroce_b -p 18600 "$@" "$IP_A" >"$WORK/$tool-c.log" 2>&1
   rc_c=$?

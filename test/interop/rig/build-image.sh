@@ -65,6 +65,7 @@ PKGS=(
   libpcre2-8-0 libxtables12                                   # ip, rdma, tc
   libibverbs1 ibverbs-providers ibverbs-utils libnl-3-200 libnl-route-3-200
   librdmacm1 rdmacm-utils perftest libibumad3 libpci3 libudev1 # rdma-core tools
+  libgcc-s1  # dlopen()ed by glibc for pthread_cancel / pthread_exit (rping's threads)
 )
 DEBS=$OUT/debs
 mkdir -p "$DEBS"

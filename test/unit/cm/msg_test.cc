@@ -89,6 +89,21 @@ Req sample_req() {
   return q;
 }
 
+// A REQ with no alternate path has alternate LIDs 0, as Linux's ib_cm writes them: it reads a
+// non-zero alternate local LID as an alternate path and rejects the REQ (reason 18, invalid
+// alternate GID) when that path's all-zero GIDs do not resolve (found against rxe).
+TEST(CmMsg, ReqWithoutAlternatePathHasZeroLids) {
+  Req q;
+  q.local_qpn = 0x11;
+  q.path_mtu = 3;
+  uint8_t m[kMadSize];
+  encode(q, 1, m);
+  EXPECT_EQ(m[D + 52], 0xFF);  // primary local LID: permissive (0xFFFF), as the kernel on RoCE
+  EXPECT_EQ(m[D + 53], 0xFF);
+  for (size_t i = 96; i < 140; ++i)
+    EXPECT_EQ(m[D + i], 0x00) << "alternate path byte " << i;
+}
+
 TEST(CmMsg, ReqFieldPositions) {
   uint8_t m[kMadSize];
   encode(sample_req(), 0x99, m);

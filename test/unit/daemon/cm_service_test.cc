@@ -210,6 +210,7 @@ struct CmServiceTest : testing::Test {
     EXPECT_EQ(ev.initiator_depth, 2);
     EXPECT_EQ(ev.rnr_retry_count, 6);
     EXPECT_EQ(ev.path_mtu, 3);
+    EXPECT_EQ(ev.local_ack_timeout, 19);  // Linux 6.1's on RoCE: packet lifetime 18, + 1
     EXPECT_EQ(std::memcmp(ev.private_data, "hello", 5), 0);  // after rdma_cm's 36-byte header
     EXPECT_EQ(std::memcmp(ev.peer_gid, pb.gid(1).raw, 16), 0);
     EXPECT_EQ(ev.local_port, 7000);

@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// libFuzzer target: uroced's CM service (lib/daemon/cm_service.h) fed the control messages of
+// uroce/ctl_cm.h as an app's librdmacm could write them, any type, length, handle and bytes.
+// Two services (two daemons) joined by a link that carries their QP 1 frames; the input is a
+// program of steps: a request of a session of either side (payload from the input, with the
+// handles the services gave out and the ports' own addresses spliced in often enough to reach
+// connections), delivering the queued frames, moving the clock (timers fire), ending a session.
+// Checks, for every input: no crash or sanitizer report; every request answers 0 or -errno,
+// and a success's reply has the length uroce/ctl_cm.h's table gives; a CONNECT_REQUEST names a
+// new id; once every session has ended and every timer has fired, both services hold no id and
+// no connection, and the process is back to the file descriptors it had (channels' fds freed
+// with their sessions, not only when a service goes).
+#include <dirent.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "daemon/cm_service.h"
+#include "fuzz_util.h"
+
+using namespace uroce;
+using namespace uroce::daemon;
+
+namespace {
+
+class FakePort : public PortView {
+ public:
+  explicit FakePort(uint8_t n) {
+    mac_[5] = n;
+    gids_[0] = wire::Gid::link_local_from_mac(mac_);
+    gids_[1] = wire::Gid::from_ipv4(10, 0, 0, n);
+  }
+  const uint8_t *mac() const noexcept override { return mac_; }
+  uint32_t eth_mtu() const noexcept override { return 1500; }
+  transport::Mtu ib_mtu() const noexcept override { return transport::Mtu::k1024; }
+  size_t gid_count() const noexcept override { return 2; }
+  wire::Gid gid(size_t i) const noexcept override { return gids_[i]; }
+  uint8_t dscp() const noexcept override { return 0; }
+  bool link_up() const noexcept override { return true; }
+  const char *ibdev_name() const noexcept override { return "uroce0"; }
+  int resolve(const wire::Gid &dgid, uint8_t mac_out[6]) noexcept override {
+    if (!(dgid == peer_gid)) return EHOSTUNREACH;
+    std::memcpy(mac_out, peer_mac, 6);
+    return 0;
+  }
+  uint8_t mac_[6] = {0x02, 0, 0, 0, 0, 0};
+  wire::Gid gids_[2];
+  wire::Gid peer_gid;
+  uint8_t peer_mac[6] = {};
+};
+
+using Frames = std::vector<std::vector<uint8_t>>;
+
+int open_fds() {
+  int n = 0;
+  DIR *d = opendir("/proc/self/fd");
+  if (d == nullptr) return -1;
+  while (readdir(d) != nullptr)
+    ++n;
+  closedir(d);
+  return n;
+}
+
+const ctl::CmSpec *spec_of(uint16_t type) {
+  for (const auto &s : ctl::kCmSpecs)
+    if (s.type == type) return &s;
+  return nullptr;
+}
+
+struct Rig {
+  FakePort port[2] = {FakePort{1}, FakePort{2}};
+  Frames to[2];
+  uint64_t now = 1'000'000;
+  CmService svc[2] = {CmService{port[0],
+                                [this](const uint8_t *f, uint32_t n) {
+                                  if (to[1].size() < 4096) to[1].emplace_back(f, f + n);
+                                  return true;
+                                },
+                                [this] { return now; }, 1},
+                      CmService{port[1],
+                                [this](const uint8_t *f, uint32_t n) {
+                                  if (to[0].size() < 4096) to[0].emplace_back(f, f + n);
+                                  return true;
+                                },
+                                [this] { return now; }, 2}};
+  std::vector<uint32_t> handles[2];  // every handle a service gave out
+  std::vector<int> app_fds;          // the app ends of the channels' socket pairs
+
+  Rig() {
+    for (int i = 0; i < 2; ++i) {
+      port[i].peer_gid = port[1 - i].gid(1);
+      std::memcpy(port[i].peer_mac, port[1 - i].mac(), 6);
+    }
+  }
+  ~Rig() {
+    for (int fd : app_fds)
+      close(fd);
+  }
+  void pump() {
+    for (int round = 0; round < 64 && (!to[0].empty() || !to[1].empty()); ++round)
+      for (int i = 0; i < 2; ++i) {
+        Frames f;
+        f.swap(to[i]);
+        for (auto &fr : f)
+          svc[i].rx(fr.data(), static_cast<uint32_t>(fr.size()), now);
+      }
+  }
+  void tick(uint64_t ns) {
+    now += ns;
+    svc[0].poll(now);
+    svc[1].poll(now);
+  }
+};
+
+// One control request from the input.
+void request(Rig &r, fuzz::ByteReader &in, uint8_t op) {
+  const int side = (op >> 3) & 1;
+  const uint64_t sess = 1 + ((op >> 4) & 1);
+  uint8_t t = in.u8();
+  const uint16_t type = t < 240 ? static_cast<uint16_t>(ctl::kFirstCmType + t % 14)
+                                : static_cast<uint16_t>(ctl::kFirstCmType - 1 + (t & 3));
+  const ctl::CmSpec *spec = spec_of(type);
+  ctl::Message m;
+  m.hdr.type = type;
+  const uint8_t lm = in.u8();
+  if (spec != nullptr && lm < 224)
+    m.payload_len = spec->req_payload;
+  else
+    m.payload_len = in.u16() % (ctl::kMaxPayload + 1);
+  in.bytes(m.payload, m.payload_len);
+  const uint8_t fl = in.u8();
+  auto &hs = r.handles[side];
+  // The handle fields (an id's or a channel's: the first four bytes of every payload) and the
+  // addresses: values the services know, so that requests reach state.
+  if ((fl & 1) && !hs.empty() && m.payload_len >= 4) {
+    const uint32_t h = hs[in.u8() % hs.size()];
+    std::memcpy(m.payload, &h, 4);
+  }
+  if (fl & 2) {
+    const wire::Gid own = r.port[side].gid(1), peer = r.port[1 - side].gid(1);
+    if (type == ctl::kCmBind && m.payload_len == sizeof(ctl::CmAddrPayload)) {
+      std::memcpy(m.payload + offsetof(ctl::CmAddrPayload, gid), own.raw, 16);
+      m.payload[offsetof(ctl::CmAddrPayload, v6)] = 0;
+    } else if (type == ctl::kCmResolveAddr && m.payload_len == sizeof(ctl::CmResolvePayload)) {
+      std::memcpy(m.payload + offsetof(ctl::CmResolvePayload, dst_gid), peer.raw, 16);
+      if (fl & 4) std::memset(m.payload + offsetof(ctl::CmResolvePayload, src_gid), 0, 16);
+    } else if (type == ctl::kCmCreateId && m.payload_len == sizeof(ctl::CmCreateIdPayload)) {
+      // RDMA_PS_TCP / RDMA_PS_UDP with their QP types
+      const bool ud = fl & 4;
+      const uint16_t ps = ud ? 0x0111 : 0x0106;
+      std::memcpy(m.payload + offsetof(ctl::CmCreateIdPayload, port_space), &ps, 2);
+      m.payload[offsetof(ctl::CmCreateIdPayload, qp_type)] = ud ? 4 : 2;
+    }
+  }
+  int sv[2] = {-1, -1};
+  if (!(fl & 8) || type == ctl::kCmCreateChannel) {
+    // the wake-up end: a datagram socket pair, or (rarely) a stream one the service must refuse
+    const int kind = (fl & 0x30) == 0x30 ? SOCK_STREAM : SOCK_DGRAM;
+    if (type == ctl::kCmCreateChannel || (fl & 0x40)) {
+      FUZZ_CHECK(socketpair(AF_UNIX, kind, 0, sv) == 0);
+      m.fds[0] = shm::UniqueFd(sv[1]);
+      m.nfds = 1;
+      r.app_fds.push_back(sv[0]);
+    }
+  }
+  alignas(8) uint8_t rep[sizeof(ctl::CmEventReply) + 64];
+  size_t rep_len = 0;
+  const int rc = r.svc[side].handle(sess, m, rep, &rep_len);
+  FUZZ_CHECK(rc <= 0 && rc > -4096);
+  if (rc != 0) return;
+  FUZZ_CHECK(spec != nullptr);
+  FUZZ_CHECK(rep_len >= spec->rep_min && rep_len <= spec->rep_max);
+  if (type == ctl::kCmCreateChannel || type == ctl::kCmCreateId) {
+    ctl::HandlePayload h{};
+    std::memcpy(&h, rep, sizeof h);
+    FUZZ_CHECK(h.handle != 0);
+    if (hs.size() < 256) hs.push_back(h.handle);
+  } else if (type == ctl::kCmGetEvent) {
+    ctl::CmEventReply e{};
+    std::memcpy(&e, rep, sizeof e);
+    FUZZ_CHECK(e.private_len <= ctl::kCmPrivateMax);
+    if (e.event == ctl::kEvConnectRequest) {
+      FUZZ_CHECK(e.id != 0 && e.id != e.listen_id);
+      if (hs.size() < 256) hs.push_back(e.id);
+    }
+  }
+}
+
+void run(const uint8_t *data, size_t size, int fds0) {
+  Rig r;
+  fuzz::ByteReader in(data, size);
+  for (int steps = 0; in.remaining() > 0 && steps < 512; ++steps) {
+    const uint8_t op = in.u8();
+    switch (op & 7) {
+      case 0:
+      case 1:
+      case 2:
+      case 3:
+        request(r, in, op);
+        break;
+      case 4:
+      case 5:
+        r.pump();
+        break;
+      case 6:
+        r.tick(uint64_t{in.u16()} * 100'000);  // up to 6.5 s
+        r.pump();
+        break;
+      case 7:
+        r.svc[(op >> 3) & 1].close_session(1 + ((op >> 4) & 1));
+        break;
+    }
+  }
+  // Every session ends; the connections it had go (REJ / DREQ), and once every retry and the
+  // time-wait are over nothing is left on either side.
+  for (int i = 0; i < 2; ++i)
+    for (uint64_t s = 1; s <= 2; ++s)
+      r.svc[i].close_session(s);
+  for (int i = 0; i < 400; ++i) {
+    r.pump();
+    r.tick(1'000'000'000);  // 400 s: past every capped timeout and its retries
+  }
+  r.pump();
+  for (int i = 0; i < 2; ++i) {
+    FUZZ_CHECK(r.svc[i].ids() == 0);
+    FUZZ_CHECK(r.svc[i].cm().connections() == 0);
+  }
+  // The services still live: every channel fd they were given has been closed with its session.
+  for (int fd : r.app_fds)
+    close(fd);
+  r.app_fds.clear();
+  FUZZ_CHECK(open_fds() == fds0);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  const int fds0 = open_fds();
+  run(data, size, fds0);
+  return 0;
+}

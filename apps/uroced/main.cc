@@ -227,6 +227,11 @@ int run(int argc, char **argv) {
     const unsigned nw = nb_queues;
     if (nw > kMaxWorkers)
       throw port::PortError("daemon.workers: at most " + std::to_string(kMaxWorkers) + " workers");
+    // PDs, MRs and AHs of ports[0]'s device: one table every worker reads (doc/uroced.md,
+    // Shared object tables), freed after rte_rcu_qsbr grace periods.
+    transport::ObjectTables tables(ecfg.max_pd, ecfg.max_mr, ecfg.max_ah, 0);
+    ecfg.tables = &tables;
+    Qsbr qsbr(nw);  // reader w: worker w's lcore (main: 0, also the control thread)
     auto engine = std::make_unique<RoceEngine>(*ports[0], clock, ecfg);
     std::vector<DaemonEngine *> engines{engine.get()};
     // Capture with several workers: worker w copies its queue's frames into its own ring, main
@@ -251,6 +256,7 @@ int run(int argc, char **argv) {
     std::vector<std::unique_ptr<RoceEngine>> port_engines;
     for (size_t i = 1; i < ports.size(); ++i) {
       transport::EngineConfig c = ecfg;
+      c.tables = nullptr;  // a device of its own, its engine its tables' only reader
       c.ecn = cfg.ports[i].ecn;
       apply_cc(cfg.ports[i].cc, &c);
       port_engines.push_back(std::make_unique<RoceEngine>(*ports[i], clock, c));
@@ -275,6 +281,7 @@ int run(int argc, char **argv) {
     mc.sleepers = &sleepers;
     mc.idle = idle;
     mc.idle.max_sleep_ns = kMainMaxSleepNs;
+    mc.qsbr = &qsbr;
     MainLoop loop(mc);
     for (size_t i = 1; i < ports.size(); ++i)
       loop.devices().push_back(PortDevice{ports[i].get(), port_engines[i - 1].get(), nullptr});
@@ -287,6 +294,7 @@ int run(int argc, char **argv) {
     EthPortView view(*ports[0], cfg.ports[0], loop);
     const DaemonOptions dopt = daemon_options(cfg.daemon.quota);
     Daemon daemon(engines, view, dopt);
+    daemon.set_grace(&qsbr);
     // QP 1 and rdma_cm's ids of each port (doc/cm.md): MADs leave through the port's TX batch.
     auto mad_tx = [](port::EthPort *p) {
       return [p](const uint8_t *f, uint32_t len) noexcept {
@@ -403,6 +411,7 @@ int run(int argc, char **argv) {
       wc.sleeper = sleepers.empty() ? nullptr : sleepers[w];
       wc.sleepers = &sleepers;
       wc.idle = idle;
+      wc.qsbr = &qsbr;
       auto wl = std::make_unique<WorkerLane>();
       wl->loop = std::make_unique<WorkerLoop>(wc);
       wl->loop->set_daemon(&daemon);

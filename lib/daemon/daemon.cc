@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Daemon: construction, the workers' plumbing (run_on, replicate), main's QPN lookup.
+// Daemon: construction, the workers' plumbing (run_on, grace periods), main's QPN lookup.
 #include "daemon/objects.h"
 
 #include <cerrno>
@@ -13,6 +13,10 @@ Daemon::Daemon(std::vector<DaemonEngine *> engines, PortView &port, DaemonOption
   if (engines.empty() || engines.size() > kMaxWorkers)
     throw std::invalid_argument("uroce daemon: 1 to 64 worker engines");
   cfg0_ = engines[0]->config();
+  tab_ = &engines[0]->tables();
+  for (DaemonEngine *e : engines)
+    if (&e->tables() != tab_)
+      throw std::invalid_argument("uroce daemon: the workers' engines must share ObjectTables");
   // Each QP has at most one forwarded doorbell per kind in flight: the forward ring cannot
   // fill (pow2 >= 2 * max_qp).
   uint32_t fwd = 2;
@@ -80,30 +84,14 @@ unsigned Daemon::serve_commands(unsigned w) noexcept {
   return w < w_.size() && w_[w]->cmd ? w_[w]->cmd->serve() : 0;
 }
 
-uint32_t Daemon::replicate(const std::function<uint32_t(DaemonEngine &)> &f,
-                           const std::function<void(DaemonEngine &, uint32_t)> &undo) {
-  uint32_t h = 0;
-  size_t done = 0;
-  bool ok = true;
-  for (; done < w_.size(); ++done) {
-    uint32_t r = 0;
-    run_on(static_cast<unsigned>(done), [&] { r = f(*w_[done]->eng); });
-    if (r == 0 || (done != 0 && r != h)) {
-      if (r != 0) run_on(static_cast<unsigned>(done), [&] { undo(*w_[done]->eng, r); });
-      ok = false;
-      break;
-    }
-    h = r;
+void Daemon::synchronize() {
+  if (grace_ != nullptr) {
+    grace_->synchronize();
+    return;
   }
-  if (ok) return h;
-  for (size_t i = 0; i < done; ++i)
-    run_on(static_cast<unsigned>(i), [&] { undo(*w_[i]->eng, h); });
-  return 0;
-}
-
-void Daemon::on_all(const std::function<void(DaemonEngine &)> &f) {
-  for (size_t i = 0; i < w_.size(); ++i)
-    run_on(static_cast<unsigned>(i), [&] { f(*w_[i]->eng); });
+  // A worker runs commands between passes, where it holds nothing from the tables.
+  for (unsigned w = 1; w < w_.size(); ++w)
+    run_on(w, [] {});
 }
 
 Daemon::Qp *Daemon::main_qp(uint32_t qpn) const noexcept {

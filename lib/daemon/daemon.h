@@ -11,7 +11,9 @@
 //
 // Threads (doc/uroced.md, "Threading"): one engine per worker lcore; worker 0 is the main lcore,
 // which also runs the control path and reads the apps' doorbell rings. A worker's objects are
-// changed only on that worker (run_on). The data path never throws, allocates, locks or prints;
+// changed only on that worker (run_on). PDs, MRs and AHs are in one table all the engines
+// share (transport/tables.h), written by the control thread; an MR or AH is freed after a
+// grace period (grace.h). The data path never throws, allocates, locks or prints;
 // the control path reports errors as -errno in the reply status.
 //
 // Files: daemon.cc construction and worker plumbing; session.cc sessions and teardown;
@@ -29,6 +31,7 @@
 #include <vector>
 
 #include "ctl/server.h"
+#include "daemon/grace.h"
 #include "daemon/lcore.h"
 #include "daemon/quota.h"
 #include "daemon/sleeper.h"
@@ -97,7 +100,8 @@ struct BridgeCounters {
 class Daemon : public ctl::Handler {
  public:
   // engines[w]: worker w's engine (w == 0: the main lcore's). All built with the same
-  // EngineConfig except qpn_base == worker_qpn_base(w, base) (lcore.h).
+  // EngineConfig except qpn_base == worker_qpn_base(w, base) (lcore.h), and sharing one
+  // ObjectTables (EngineConfig::tables) when there are several (std::invalid_argument if not).
   Daemon(std::vector<DaemonEngine *> engines, PortView &port, DaemonOptions opt = {});
   Daemon(DaemonEngine &engine, PortView &port, DaemonOptions opt = {})
       : Daemon(std::vector<DaemonEngine *>{&engine}, port, opt) {}
@@ -144,6 +148,8 @@ class Daemon : public ctl::Handler {
   // The handler of the connection-manager types (uroce/ctl_cm.h; lib/daemon/cm_service.h),
   // also told of every session's end. Without one they are answered EOPNOTSUPP.
   void set_cm(ctl::Handler *h) noexcept { cm_ = h; }
+  // Grace periods of the shared object tables (grace.h); nullptr: run_on barriers.
+  void set_grace(GracePeriod *g) noexcept { grace_ = g; }
   // Tears every session down (daemon shutdown; the workers must still be running).
   void close_all();
 
@@ -201,12 +207,8 @@ class Daemon : public ctl::Handler {
   int do_stats(Session &s, ctl::Message &m, Reply &r);
 
   // ---- daemon.cc: the workers ----
-  // Calls f(engine) on every worker, in order; each must return the same non-zero handle.
-  // Otherwise undo(engine, handle) runs where it succeeded, and 0 is returned.
-  uint32_t replicate(const std::function<uint32_t(DaemonEngine &)> &f,
-                     const std::function<void(DaemonEngine &, uint32_t)> &undo);
-  // Calls f(engine) on every worker (destroy paths: they agree, the daemon checked first).
-  void on_all(const std::function<void(DaemonEngine &)> &f);
+  // Returns once no worker can still hold what was retired from the object tables before.
+  void synchronize();
   Qp *main_qp(uint32_t qpn) const noexcept;
 
   // ---- session.cc: session lifetime ----
@@ -245,6 +247,8 @@ class Daemon : public ctl::Handler {
 
   PortView &port_;
   DaemonOptions opt_;
+  transport::ObjectTables *tab_ = nullptr;  // PDs, MRs, AHs of every engine (control thread)
+  GracePeriod *grace_ = nullptr;
   transport::EngineConfig cfg0_;  // worker 0's engine configuration (limits)
   BridgeCounters mctr_;           // main's share
   std::vector<std::unique_ptr<Worker>> w_;

@@ -36,6 +36,7 @@ PollLoop<Port>::PollLoop(const Config &c) noexcept
       mac_(c.mac),
       sleeper_(c.sleeper),
       sleepers_(c.sleepers),
+      qsbr_(c.qsbr),
       gate_(c.sleeper, c.idle) {}
 
 template <class Port>
@@ -63,6 +64,8 @@ unsigned PollLoop<Port>::drain_captures() noexcept {
 template <class Port>
 unsigned PollLoop<Port>::step() noexcept {
   unsigned work = 0;
+  // Between passes this lcore holds nothing it read from the shared object tables.
+  if (qsbr_ != nullptr) qsbr_->quiescent(id_);
   // The apps' rings first: a receive posted before a request was sent is in the engine before
   // that request's packet can be taken from the RX queue below. A worker first runs the
   // control operations main sent it.
@@ -254,11 +257,13 @@ unsigned PollLoop<Port>::serve_control(bool force) noexcept {
 
 template <class Port>
 void PollLoop<Port>::run(const std::atomic<bool> &stop) noexcept {
+  if (qsbr_ != nullptr) qsbr_->start(id_);
   while (!stop.load(std::memory_order_acquire)) {
     unsigned work = step();
     if constexpr (kMain) work += serve_control();
     gate_.after_pass(work, last_now_, *this);
   }
+  if (qsbr_ != nullptr) qsbr_->stop(id_);
   if constexpr (!kMain) {
     // The backlog gets a few more chances (the peer may still be reading); what is left is
     // dropped and counted (tx_dropped): the only place a worker drops its own frames.

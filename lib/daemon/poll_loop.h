@@ -22,6 +22,7 @@
 #include "daemon/cm_service.h"
 #include "daemon/daemon.h"
 #include "daemon/lcore.h"
+#include "daemon/qsbr.h"
 #include "daemon/sleeper.h"
 #include "port/eth_port.h"
 #include "port/port_queue.h"
@@ -109,6 +110,8 @@ class PollLoop {
     Sleeper *sleeper = nullptr;
     const std::vector<Sleeper *> *sleepers = nullptr;
     IdleParams idle;
+    // Readers of ports[0]'s shared object tables (qsbr.h; reader id == id); nullptr: none.
+    Qsbr *qsbr = nullptr;
   };
   explicit PollLoop(const Config &c) noexcept;
 
@@ -135,6 +138,10 @@ class PollLoop {
   unsigned recheck() noexcept;
   uint64_t now() const noexcept { return clock_->now_ns(); }
   uint64_t deadline(bool *nap) noexcept;
+  // Around the Sleeper's wait: a sleeping lcore is an offline reader of the object tables.
+  void blocking(bool on) noexcept {
+    if (qsbr_ != nullptr) on ? qsbr_->offline(id_) : qsbr_->online(id_);
+  }
 
   // Wiring (before run, or on this lcore's thread).
   void set_daemon(Daemon *d) noexcept { daemon_ = d; }
@@ -179,6 +186,7 @@ class PollLoop {
   CmService *cm_ = nullptr;
   Sleeper *sleeper_;
   const std::vector<Sleeper *> *sleepers_;
+  Qsbr *qsbr_;
   IdleGate gate_;
   uint64_t pushed_ = 0;  // lcores this pass pushed frames to (rung at its end)
   std::vector<RxSource> rx_sources_;

@@ -153,14 +153,20 @@ void Daemon::destroy_session(Session &s) {
   for (auto &kv : s.cqs)
     destroy_cq_obj(*kv.second);
   s.cqs.clear();
+  // One grace period for all of the session's AHs and MRs (grace.h).
   for (uint32_t ah : s.ahs)
-    on_all([&](DaemonEngine &e) { e.destroy_ah(ah); });
+    tab_->retire_ah(ah);
+  for (auto &kv : s.mrs)
+    tab_->retire_mr(kv.first);
+  if (!s.ahs.empty() || !s.mrs.empty()) synchronize();
+  for (uint32_t ah : s.ahs)
+    tab_->release_ah(ah);
   s.ahs.clear();
   for (auto &kv : s.mrs)
-    on_all([&](DaemonEngine &e) { e.dereg_mr(kv.first); });
+    tab_->release_mr(kv.first);
   s.mrs.clear();  // unmaps
   for (uint32_t pd : s.pds)
-    on_all([&](DaemonEngine &e) { e.dealloc_pd(pd); });
+    tab_->pds.dealloc(pd);
   s.pds.clear();
 }
 

@@ -88,6 +88,8 @@ class Sleeper {
 //   deadline(&nap)      the earliest absolute time (ns) something must run (UINT64_MAX: none);
 //                       *nap = true when a source cannot wake the lcore (RX queue without an
 //                       interrupt, work the loop must come back to): then naps bound the wait
+//   blocking(bool on)   optional: around the wait (on before, off after; e.g. a reader of the
+//                       shared object tables goes offline, daemon/qsbr.h)
 struct IdleParams {
   bool adaptive = true;                // false: busy polling, never sleeps (but yields, below)
   uint64_t threshold_ns = 100'000;     // no work for this long -> sleep
@@ -139,7 +141,10 @@ class IdleGate {
       nap_ = nap_ * 2 < p_.nap_max_ns ? nap_ * 2 : p_.nap_max_ns;
     }
     ++s_->counters().sleeps;
-    if (s_->wait(timeout) != 0) nap_ = p_.nap_min_ns;  // woken by an event: naps start over
+    if constexpr (requires { l.blocking(true); }) l.blocking(true);
+    const unsigned woke = s_->wait(timeout);
+    if constexpr (requires { l.blocking(false); }) l.blocking(false);
+    if (woke != 0) nap_ = p_.nap_min_ns;  // woken by an event: naps start over
     l.arm(false);
     s_->disarm();
   }

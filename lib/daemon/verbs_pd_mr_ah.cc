@@ -6,9 +6,12 @@
 
 namespace uroce::daemon {
 
+// PDs, MRs and AHs live in the table every worker's engine reads (transport/tables.h): the
+// control thread writes it directly. An MR or AH is retired (no worker finds it any more),
+// then released after a grace period (grace.h), so no worker can still be using it when its
+// slot is reused or its memory unmapped.
 int Daemon::do_alloc_pd(Session &s, ctl::Message &, Reply &r) {
-  const uint32_t pd = replicate([](DaemonEngine &e) { return e.create_pd(); },
-                                [](DaemonEngine &e, uint32_t h) { e.dealloc_pd(h); });
+  const uint32_t pd = tab_->pds.alloc();
   if (pd == 0) return -ENOMEM;
   s.pds.insert(pd);
   r.set(ctl::HandlePayload{pd, 0});
@@ -18,13 +21,9 @@ int Daemon::do_alloc_pd(Session &s, ctl::Message &, Reply &r) {
 int Daemon::do_dealloc_pd(Session &s, ctl::Message &m, Reply &) {
   ctl::HandlePayload h{};
   if (!m.payload_as(&h) || !s.pds.count(h.handle)) return -EINVAL;
-  // QPs exist in their owner's engine only: check here so that every engine agrees.
+  // QPs and SRQs hold a reference in the table too; the session's set answers first.
   if (s.pd_qps.count(h.handle)) return -EBUSY;
-  int rc = 0;
-  run_on(0, [&] { rc = w_[0]->eng->dealloc_pd(h.handle); });
-  if (rc) return -rc;
-  for (unsigned w = 1; w < w_.size(); ++w)
-    run_on(w, [&] { w_[w]->eng->dealloc_pd(h.handle); });
+  if (const int rc = tab_->pds.dealloc(h.handle)) return -rc;
   s.pds.erase(h.handle);
   return 0;
 }
@@ -47,30 +46,11 @@ int Daemon::do_reg_mr(Session &s, ctl::Message &m, Reply &r) {
       shm::Mapping::map(fd->fd(), end - start, shm::MapProt::kReadWrite, static_cast<off_t>(start));
   if (!map) return -map.error();
   uint8_t *host = reinterpret_cast<uint8_t *>(map->data()) + (p.offset - start);
-  uint32_t lkey = 0, rkey = 0;
-  int rc = 0;
-  // The first engine draws the key (random, doc/security.md); the others register the region
-  // under that key, so every worker finds it by the same lkey / rkey.
-  uint32_t minted = 0;
-  const uint32_t key = replicate(
-      [&](DaemonEngine &e) -> uint32_t {
-        uint32_t l = 0, k = 0;
-        const int e_rc = minted
-                             ? e.reg_mr_with_key(minted, p.pd, host, p.app_va, p.length, p.access)
-                             : e.reg_mr(p.pd, host, p.app_va, p.length, p.access, &l, &k);
-        if (e_rc) {
-          rc = e_rc;
-          return 0;
-        }
-        if (!minted) minted = l;
-        return minted;
-      },
-      [](DaemonEngine &e, uint32_t h) { e.dereg_mr(h); });
-  if (key == 0) return rc ? -rc : -EIO;
-  lkey = rkey = key;
+  uint32_t key = 0;  // random (doc/security.md); lkey == rkey
+  if (const int rc = tab_->reg_mr(p.pd, host, p.app_va, p.length, p.access, &key)) return -rc;
   s.mr_bytes += map->size();
-  s.mrs[lkey] = std::move(map.value());
-  r.set(ctl::RegMrReply{lkey, rkey});
+  s.mrs[key] = std::move(map.value());
+  r.set(ctl::RegMrReply{key, key});
   return 0;
 }
 
@@ -79,13 +59,12 @@ int Daemon::do_dereg_mr(Session &s, ctl::Message &m, Reply &) {
   if (!m.payload_as(&h)) return -EINVAL;
   auto it = s.mrs.find(h.handle);
   if (it == s.mrs.end()) return -EINVAL;
-  int rc = 0;
-  run_on(0, [&] { rc = w_[0]->eng->dereg_mr(h.handle); });
-  if (rc) return -rc;
-  for (unsigned w = 1; w < w_.size(); ++w)
-    run_on(w, [&] { w_[w]->eng->dereg_mr(h.handle); });
+  if (const int rc = tab_->retire_mr(h.handle)) return -rc;
+  // After this no worker touches the region: the reply tells the app it is deregistered.
+  synchronize();
+  tab_->release_mr(h.handle);
   s.mr_bytes -= it->second.size();
-  s.mrs.erase(it);
+  s.mrs.erase(it);  // unmaps
   return 0;
 }
 
@@ -95,8 +74,7 @@ int Daemon::do_create_ah(Session &s, ctl::Message &m, Reply &r) {
   transport::AhAttr a;
   const int rc = path_from_ah(p.attr, &a.path);
   if (rc) return rc;
-  const uint32_t ah = replicate([&](DaemonEngine &e) { return e.create_ah(p.pd, a); },
-                                [](DaemonEngine &e, uint32_t h) { e.destroy_ah(h); });
+  const uint32_t ah = tab_->create_ah(p.pd, a);
   if (ah == 0) return -ENOMEM;
   s.ahs.insert(ah);
   r.set(ctl::HandlePayload{ah, 0});
@@ -106,11 +84,9 @@ int Daemon::do_create_ah(Session &s, ctl::Message &m, Reply &r) {
 int Daemon::do_destroy_ah(Session &s, ctl::Message &m, Reply &) {
   ctl::HandlePayload h{};
   if (!m.payload_as(&h) || !s.ahs.count(h.handle)) return -EINVAL;
-  int rc = 0;
-  run_on(0, [&] { rc = w_[0]->eng->destroy_ah(h.handle); });
-  if (rc) return -rc;
-  for (unsigned w = 1; w < w_.size(); ++w)
-    run_on(w, [&] { w_[w]->eng->destroy_ah(h.handle); });
+  if (const int rc = tab_->retire_ah(h.handle)) return -rc;
+  synchronize();
+  tab_->release_ah(h.handle);
   s.ahs.erase(h.handle);
   return 0;
 }

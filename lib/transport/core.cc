@@ -12,11 +12,18 @@ template <class Q>
 EngineCoreT<Q>::EngineCoreT(const EngineConfig &cfg)
     : cfg_(cfg),
       wheel_(cfg.timer_tick_ns, 0),
-      pds_(cfg.max_pd),
-      mrs_(cfg.max_mr, cfg.seed ? cfg.seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull : 0),
+      own_tables_(
+          cfg.tables
+              ? nullptr
+              : std::make_unique<ObjectTables>(
+                    cfg.max_pd, cfg.max_mr, cfg.max_ah,
+                    cfg.seed ? cfg.seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull : 0)),
+      tab_(cfg.tables ? *cfg.tables : *own_tables_),
+      pds_(tab_.pds),
+      mrs_(tab_.mrs),
+      ahs_(tab_.ahs),
       cqs_(new CompletionQueue[cfg.max_cq]),
       srqs_(new SharedRecvQueue[cfg.max_srq]),
-      ahs_(new Ah[cfg.max_ah]),
       qps_(new Qp[cfg.max_qp]),
       qp_slot_of_(new uint16_t[1u << 16]()),
       qpn_rng_(cfg.seed ? util::Csprng(cfg.seed ^ 0x5150'4E00'0000'0000ull) : util::Csprng()),
@@ -40,33 +47,19 @@ EngineCoreT<Q>::~EngineCoreT() {
 template <class Q>
 int EngineCoreT<Q>::reg_mr(uint32_t pd, void *host, uint64_t app_va, uint64_t len, uint32_t access,
                            uint32_t *lkey, uint32_t *rkey) noexcept {
-  if (!pds_.valid(pd)) return EINVAL;
   uint32_t key = 0;
-  const int rc = mrs_.reg(pd, static_cast<uint8_t *>(host), app_va, len, access, &key);
+  const int rc = tab_.reg_mr(pd, host, app_va, len, access, &key);
   if (rc) return rc;
-  pds_.ref(pd);
   *lkey = key;
   *rkey = key;
   return 0;
 }
 
 template <class Q>
-int EngineCoreT<Q>::reg_mr_with_key(uint32_t key, uint32_t pd, void *host, uint64_t app_va,
-                                    uint64_t len, uint32_t access) noexcept {
-  if (!pds_.valid(pd)) return EINVAL;
-  const int rc = mrs_.reg_with_key(key, pd, static_cast<uint8_t *>(host), app_va, len, access);
-  if (rc) return rc;
-  pds_.ref(pd);
-  return 0;
-}
-
-template <class Q>
 int EngineCoreT<Q>::dereg_mr(uint32_t lkey) noexcept {
-  uint32_t pd = 0;
-  const int rc = mrs_.dereg(lkey, &pd);
-  if (rc) return rc;
-  pds_.unref(pd);
-  return 0;
+  const int rc = tab_.retire_mr(lkey);
+  if (rc == 0) tab_.release_mr(lkey);
+  return rc;
 }
 
 template <class Q>
@@ -153,25 +146,14 @@ int EngineCoreT<Q>::destroy_srq(uint32_t srq) noexcept {
 
 template <class Q>
 uint32_t EngineCoreT<Q>::create_ah(uint32_t pd, const AhAttr &attr) noexcept {
-  if (!pds_.valid(pd)) return 0;
-  if (attr.path.sgid.is_v4mapped() != attr.path.dgid.is_v4mapped()) return 0;
-  for (uint32_t i = 0; i < cfg_.max_ah; ++i)
-    if (!ahs_[i].in_use) {
-      ahs_[i].in_use = true;
-      ahs_[i].pd = pd;
-      ahs_[i].attr = attr;
-      pds_.ref(pd);
-      return i + 1;
-    }
-  return 0;
+  return tab_.create_ah(pd, attr);
 }
 
 template <class Q>
 int EngineCoreT<Q>::destroy_ah(uint32_t ah) noexcept {
-  if (ah < 1 || ah > cfg_.max_ah || !ahs_[ah - 1].in_use) return EINVAL;
-  ahs_[ah - 1].in_use = false;
-  pds_.unref(ahs_[ah - 1].pd);
-  return 0;
+  const int rc = tab_.retire_ah(ah);
+  if (rc == 0) tab_.release_ah(ah);
+  return rc;
 }
 
 template <class Q>

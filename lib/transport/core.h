@@ -19,6 +19,7 @@
 #include "transport/qp.h"
 #include "transport/queues.h"
 #include "transport/ring_queues.h"
+#include "transport/tables.h"
 #include "transport/timer.h"
 #include "transport/verbs_types.h"
 #include "transport/wq.h"
@@ -64,6 +65,9 @@ struct EngineConfig {
   const DcqcnParams *dcqcn = nullptr;
   double line_rate_mbps = 100000;  // the rate an unthrottled QP sends at
   CcHooks hooks;
+  // PDs, MRs and AHs shared with other engines (uroced: every worker of a device; tables.h);
+  // must outlive the engine. nullptr: the engine owns its own (max_pd / max_mr / max_ah, seed).
+  ObjectTables *tables = nullptr;
 };
 
 enum class DropReason : uint8_t {
@@ -116,16 +120,16 @@ class EngineCoreT {
 
   // ---- objects (control plane: may allocate, never on the data path) ----
   // Handles are >= 1; 0 means failure (table full / bad argument).
+  // PDs, MRs, AHs: in tables() (shared with other engines when EngineConfig::tables is set:
+  // then dereg_mr / destroy_ah here free at once, which is right only while no other thread
+  // reads the tables; uroced retires, waits a grace period, then releases).
   uint32_t create_pd() noexcept { return pds_.alloc(); }
   int dealloc_pd(uint32_t pd) noexcept { return pds_.dealloc(pd); }
   // 0 / EINVAL / ENOMEM. lkey == rkey.
   int reg_mr(uint32_t pd, void *host, uint64_t app_va, uint64_t len, uint32_t access,
              uint32_t *lkey, uint32_t *rkey) noexcept;
-  // The same with the key chosen by the caller (the daemon mints a key in one engine and
-  // registers the region under it in the others): 0 / EINVAL / EBUSY (the key's slot is taken).
-  int reg_mr_with_key(uint32_t key, uint32_t pd, void *host, uint64_t app_va, uint64_t len,
-                      uint32_t access) noexcept;
   int dereg_mr(uint32_t lkey) noexcept;
+  ObjectTables &tables() noexcept { return tab_; }
   // The CQ / SRQ / QP memory (Q::CqMem, Q::SrqMem, Q::QpMem): nothing for PrivateQueues, the
   // app's rings for RingQueues.
   uint32_t create_cq(uint32_t depth, const typename Q::CqMem &mem = {});
@@ -232,8 +236,7 @@ class EngineCoreT {
     return s >= 1 && s <= cfg_.max_srq && srqs_[s - 1].in_use;
   }
   const wire::PathInfo *ah_path(uint32_t ah, uint32_t pd) const noexcept {
-    if (ah < 1 || ah > cfg_.max_ah || !ahs_[ah - 1].in_use || ahs_[ah - 1].pd != pd) return nullptr;
-    return &ahs_[ah - 1].attr.path;
+    return ahs_.path(ah, pd);
   }
 
   // Prefetch hints for the hot head of a Qp (see the field order in qp.h).
@@ -373,16 +376,13 @@ class EngineCoreT {
   EngineCounters ctr_;
   uint64_t now_ = 0;  // time of the current poll / rx (set by Engine)
   TimerWheel wheel_;
-  PdTable pds_;
-  MrTable mrs_;
+  std::unique_ptr<ObjectTables> own_tables_;  // when cfg.tables is null
+  ObjectTables &tab_;
+  PdTable &pds_;
+  MrTable &mrs_;
+  AhTable &ahs_;
   std::unique_ptr<CompletionQueue[]> cqs_;
   std::unique_ptr<SharedRecvQueue[]> srqs_;
-  struct Ah {
-    bool in_use = false;
-    uint32_t pd = 0;
-    AhAttr attr;
-  };
-  std::unique_ptr<Ah[]> ahs_;
   std::unique_ptr<Qp[]> qps_;
   std::unique_ptr<uint16_t[]> qp_slot_of_;  // QPN & 0xffff -> slot + 1 (0: none)
   util::Csprng qpn_rng_;

@@ -57,7 +57,7 @@ void MrTable::fill(MemoryRegion &m, uint32_t key, uint32_t pd, uint8_t *host, ui
   m.access = access;
   m.pd = pd;
   m.key = key;
-  m.state = MemoryRegion::State::kValid;
+  set_state(m, MemoryRegion::State::kValid);  // publishes the fields to readers
   ++in_use_;
 }
 
@@ -72,7 +72,8 @@ int MrTable::reg(uint32_t pd, uint8_t *host, uint64_t va, uint64_t len, uint32_t
     MemoryRegion &m = mr_[k & mask_];
     // Key 0 is "none" to callers (the daemon's replication, verbs apps); a slot's next key
     // differs from its last one so that a stale key stays dead.
-    if (m.state != MemoryRegion::State::kFree || k == 0 || k == m.key) continue;
+    if (state(m, std::memory_order_relaxed) != MemoryRegion::State::kFree || k == 0 || k == m.key)
+      continue;
     fill(m, k, pd, host, va, len, access);
     *key = k;
     return 0;
@@ -83,26 +84,49 @@ int MrTable::reg_with_key(uint32_t key, uint32_t pd, uint8_t *host, uint64_t va,
                           uint32_t access) noexcept {
   if (key == 0 || !valid_args(host, va, len, access)) return EINVAL;
   MemoryRegion &m = mr_[key & mask_];
-  if (m.state != MemoryRegion::State::kFree || in_use_ >= cap_) return EBUSY;
+  if (state(m, std::memory_order_relaxed) != MemoryRegion::State::kFree || in_use_ >= cap_)
+    return EBUSY;
   fill(m, key, pd, host, va, len, access);
   return 0;
 }
 
 int MrTable::dereg(uint32_t key, uint32_t *pd_out) noexcept {
+  const int rc = retire(key, pd_out);
+  if (rc == 0) release(key);
+  return rc;
+}
+
+int MrTable::retire(uint32_t key, uint32_t *pd_out) noexcept {
   MemoryRegion &m = mr_[key & mask_];
-  if (m.state == MemoryRegion::State::kFree || m.key != key) return EINVAL;
+  std::atomic_ref<MemoryRegion::State> st(m.state);
+  MemoryRegion::State cur = st.load(std::memory_order_relaxed);
+  // A reader may invalidate the region meanwhile (kValid -> kInvalid): retry the exchange.
+  do {
+    if (cur == MemoryRegion::State::kFree || cur == MemoryRegion::State::kRetired || m.key != key)
+      return EINVAL;
+  } while (!st.compare_exchange_weak(cur, MemoryRegion::State::kRetired, std::memory_order_acq_rel,
+                                     std::memory_order_relaxed));
   *pd_out = m.pd;
-  m.state = MemoryRegion::State::kFree;
-  m.host = nullptr;
-  --in_use_;
   return 0;
+}
+
+void MrTable::release(uint32_t key) noexcept {
+  MemoryRegion &m = mr_[key & mask_];
+  if (m.key != key || state(m, std::memory_order_relaxed) != MemoryRegion::State::kRetired) return;
+  m.host = nullptr;
+  set_state(m, MemoryRegion::State::kFree);
+  --in_use_;
 }
 
 int MrTable::invalidate(uint32_t key, uint32_t pd) noexcept {
   MemoryRegion &m = mr_[key & mask_];
-  if (m.state != MemoryRegion::State::kValid || m.key != key || m.pd != pd) return EINVAL;
-  m.state = MemoryRegion::State::kInvalid;
-  return 0;
+  MemoryRegion::State cur = MemoryRegion::State::kValid;
+  if (state(m, std::memory_order_acquire) != cur || m.key != key || m.pd != pd) return EINVAL;
+  // Only kValid -> kInvalid: a concurrent retire() wins or sees kInvalid and retries.
+  return std::atomic_ref<MemoryRegion::State>(m.state).compare_exchange_strong(
+             cur, MemoryRegion::State::kInvalid, std::memory_order_acq_rel)
+             ? 0
+             : EINVAL;
 }
 
 const char *mr_check_str(MrCheck c) noexcept {

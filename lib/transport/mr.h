@@ -11,8 +11,16 @@
 // next key always differs from its previous one, so a key kept after dereg_mr never matches
 // the slot's next region. Bounds checks are written so that no intermediate value can
 // overflow: va >= mr.va && len <= mr.len && va - mr.va <= mr.len - len.
+//
+// Readers on other threads (uroced: every worker reads one device's table, doc/uroced.md
+// "Shared object tables"): a slot's fields are written only while it is kFree, then published
+// by a release store of `state`, which check() loads with acquire. dereg in two steps, retire()
+// (the key stops matching at once) and release() (the slot may be reused), lets the writer
+// wait for a grace period between them, so that no reader still holds the region's `host`
+// when it is unmapped or the slot refilled. invalidate() may run on any reader thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -32,7 +40,8 @@ enum class MrCheck : uint8_t {
 const char *mr_check_str(MrCheck c) noexcept;
 
 struct MemoryRegion {
-  enum class State : uint8_t { kFree = 0, kValid, kInvalid };
+  // kRetired: deregistered, not reusable until release() (readers may still hold it).
+  enum class State : uint8_t { kFree = 0, kValid, kInvalid, kRetired };
   uint8_t *host = nullptr;  // where app_va maps in this process
   uint64_t va = 0;          // the application's address of the first byte
   uint64_t length = 0;
@@ -73,15 +82,22 @@ class MrTable {
   int reg_with_key(uint32_t key, uint32_t pd, uint8_t *host, uint64_t va, uint64_t len,
                    uint32_t access) noexcept;
   // 0 or EINVAL (unknown key). Returns the region's PD through *pd_out for refcounting.
+  // retire + release, for a table no other thread reads.
   int dereg(uint32_t key, uint32_t *pd_out) noexcept;
-  // Remote invalidation (SEND_WITH_INV): the region stops matching its rkey. 0 or EINVAL.
+  // The key stops matching (check fails kBadKey from now on); the slot stays taken until
+  // release(key), which the writer calls once no reader can still use the region. 0 or EINVAL.
+  int retire(uint32_t key, uint32_t *pd_out) noexcept;
+  void release(uint32_t key) noexcept;
+  // Remote invalidation (SEND_WITH_INV), any thread: the region stops matching its rkey.
+  // 0 or EINVAL.
   int invalidate(uint32_t key, uint32_t pd) noexcept;
 
   // The fast-path check. On kOk, *host points at the byte for `va`.
   MrCheck check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t need,
                 uint8_t **host) const noexcept {
     const MemoryRegion &m = mr_[key & mask_];
-    if (m.state != MemoryRegion::State::kValid || m.key != key) return MrCheck::kBadKey;
+    if (state(m, std::memory_order_acquire) != MemoryRegion::State::kValid || m.key != key)
+      return MrCheck::kBadKey;
     if (m.pd != pd) return MrCheck::kWrongPd;
     if ((m.access & need) != need) return MrCheck::kNoAccess;
     if (va < m.va || len > m.length || va - m.va > m.length - len) return MrCheck::kOutOfBounds;
@@ -91,13 +107,21 @@ class MrTable {
 
   const MemoryRegion *find(uint32_t key) const noexcept {
     const MemoryRegion &m = mr_[key & mask_];
-    if (m.key != key || m.state == MemoryRegion::State::kFree) return nullptr;
+    const MemoryRegion::State st = state(m, std::memory_order_acquire);
+    if (st == MemoryRegion::State::kFree || st == MemoryRegion::State::kRetired || m.key != key)
+      return nullptr;
     return &m;
   }
   uint32_t in_use() const noexcept { return in_use_; }
   uint32_t capacity() const noexcept { return cap_; }
 
  private:
+  static MemoryRegion::State state(const MemoryRegion &m, std::memory_order o) noexcept {
+    return std::atomic_ref<MemoryRegion::State>(const_cast<MemoryRegion::State &>(m.state)).load(o);
+  }
+  static void set_state(MemoryRegion &m, MemoryRegion::State s) noexcept {
+    std::atomic_ref<MemoryRegion::State>(m.state).store(s, std::memory_order_release);
+  }
   static bool valid_args(uint8_t *host, uint64_t va, uint64_t len, uint32_t access) noexcept;
   void fill(MemoryRegion &m, uint32_t key, uint32_t pd, uint8_t *host, uint64_t va, uint64_t len,
             uint32_t access) noexcept;

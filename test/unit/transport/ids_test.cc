@@ -9,6 +9,7 @@
 #include <set>
 #include <vector>
 
+#include "transport/ah.h"
 #include "transport/core.h"
 #include "transport/mr.h"
 
@@ -154,6 +155,57 @@ TEST(Ids, TwoEnginesDrawDifferentQpns) {
   for (int i = 0; i < 64; ++i)
     same += a.create() == b.create();
   EXPECT_LT(same, 4);  // identical sequences (sequential numbering) give 64
+}
+
+// uroced shares one table among its workers (transport/tables.h): dereg is retire (the key
+// stops matching at once) then, after a grace period, release (the slot may be reused).
+TEST(Ids, RetiredRegionNeverMatchesAndKeepsItsSlotUntilReleased) {
+  MrTable t(1, 7);
+  uint8_t mem[64];
+  uint32_t k = 0, pd = 0;
+  ASSERT_EQ(t.reg(3, mem, 0x1000, sizeof mem, kAccessLocalWrite, &k), 0);
+  ASSERT_EQ(t.retire(k, &pd), 0);
+  EXPECT_EQ(pd, 3u);
+  uint8_t *h = nullptr;
+  EXPECT_EQ(t.check(k, 3, 0x1000, 8, 0, &h), MrCheck::kBadKey);
+  EXPECT_EQ(t.find(k), nullptr);
+  EXPECT_EQ(t.retire(k, &pd), EINVAL);    // once
+  EXPECT_EQ(t.invalidate(k, 3), EINVAL);  // not a live region
+  uint32_t k2 = 0;
+  EXPECT_EQ(t.reg(3, mem, 0x1000, sizeof mem, kAccessLocalWrite, &k2), ENOMEM);  // still taken
+  EXPECT_EQ(t.in_use(), 1u);
+  t.release(k ^ 0x80000000u);  // another key of the slot: ignored
+  EXPECT_EQ(t.in_use(), 1u);
+  t.release(k);
+  EXPECT_EQ(t.in_use(), 0u);
+  ASSERT_EQ(t.reg(3, mem, 0x1000, sizeof mem, kAccessLocalWrite, &k2), 0);
+  EXPECT_NE(k2, k);
+  // An invalidated region (SEND_WITH_INV on a worker) can still be retired.
+  ASSERT_EQ(t.invalidate(k2, 3), 0);
+  ASSERT_EQ(t.retire(k2, &pd), 0);
+  t.release(k2);
+  EXPECT_EQ(t.in_use(), 0u);
+}
+
+TEST(Ids, RetiredAddressHandleIsGoneAndKeepsItsSlotUntilReleased) {
+  AhTable t(1);
+  AhAttr a;
+  a.path.dscp = 9;
+  const uint32_t ah = t.create(2, a);
+  ASSERT_EQ(ah, 1u);
+  ASSERT_NE(t.path(ah, 2), nullptr);
+  EXPECT_EQ(t.path(ah, 2)->dscp, 9);
+  EXPECT_EQ(t.path(ah, 3), nullptr);  // another PD's
+  uint32_t pd = 0;
+  ASSERT_EQ(t.retire(ah, &pd), 0);
+  EXPECT_EQ(pd, 2u);
+  EXPECT_EQ(t.path(ah, 2), nullptr);
+  EXPECT_EQ(t.retire(ah, &pd), EINVAL);
+  EXPECT_EQ(t.create(2, a), 0u);  // the only slot is still taken
+  t.release(ah);
+  EXPECT_EQ(t.create(2, a), 1u);
+  EXPECT_EQ(t.path(0, 2), nullptr);
+  EXPECT_EQ(t.path(2, 2), nullptr);
 }
 
 }  // namespace

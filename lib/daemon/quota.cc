@@ -10,7 +10,7 @@ namespace uroce::daemon {
 
 namespace {
 constexpr const char *kNames[kQuotaKinds] = {
-    "qps", "cqs", "srqs", "mrs", "mr_bytes", "ctl_outstanding", "event_fds"};
+    "qps", "cqs", "srqs", "mrs", "mr_bytes", "ctl_outstanding", "event_fds", "pds", "ahs"};
 }  // namespace
 
 const char *quota_name(QuotaKind k) noexcept {
@@ -39,6 +39,10 @@ size_t quota_exceeded(const Quota &q, const QuotaUse &u, QuotaKind k, uint64_t m
                                                 : kQuotaKinds;
     case QuotaKind::kEventFds:
       return over(u.event_fds, more, q.event_fds) ? static_cast<size_t>(k) : kQuotaKinds;
+    case QuotaKind::kPds:
+      return over(u.pds, more, q.pds) ? static_cast<size_t>(k) : kQuotaKinds;
+    case QuotaKind::kAhs:
+      return over(u.ahs, more, q.ahs) ? static_cast<size_t>(k) : kQuotaKinds;
     case QuotaKind::kCtlOutstanding:
       return kQuotaKinds;  // kept by the control server
   }
@@ -53,6 +57,8 @@ int Daemon::check_quota(Session &s, QuotaKind k, uint64_t more) noexcept {
   u.mrs = s.mrs.size();
   u.mr_bytes = s.mr_bytes;
   u.event_fds = s.cqs.size();
+  u.pds = s.pds.size();
+  u.ahs = s.ahs.size();
   const size_t i = quota_exceeded(opt_.quota, u, k, more);
   if (i == kQuotaKinds) return 0;
   ++quota_refused_[i];

@@ -20,12 +20,24 @@ struct Quota {
   uint64_t mr_bytes = uint64_t{1} << 36;  // bytes of app memory mapped for its MRs (pages)
   uint32_t ctl_outstanding = 8;           // control replies the app may leave unread
   uint32_t event_fds = 256;               // completion eventfds (one per CQ)
+  uint32_t pds = 64;                      // protection domains
+  uint32_t ahs = 256;                     // address handles
 };
 
-enum class QuotaKind : uint8_t { kQps, kCqs, kSrqs, kMrs, kMrBytes, kCtlOutstanding, kEventFds };
-inline constexpr size_t kQuotaKinds = 7;
+enum class QuotaKind : uint8_t {
+  kQps,
+  kCqs,
+  kSrqs,
+  kMrs,
+  kMrBytes,
+  kCtlOutstanding,
+  kEventFds,
+  kPds,
+  kAhs
+};
+inline constexpr size_t kQuotaKinds = 9;
 
-// "qps", "cqs", "srqs", "mrs", "mr_bytes", "ctl_outstanding", "event_fds".
+// "qps", "cqs", "srqs", "mrs", "mr_bytes", "ctl_outstanding", "event_fds", "pds", "ahs".
 const char *quota_name(QuotaKind k) noexcept;
 
 // What a session holds, as far as its quota goes.
@@ -33,6 +45,7 @@ struct QuotaUse {
   size_t qps = 0, cqs = 0, srqs = 0, mrs = 0;
   uint64_t mr_bytes = 0;
   size_t event_fds = 0;
+  size_t pds = 0, ahs = 0;
 };
 
 // The first kind `use` + `more` of kind `k` (`more` = 1 object, or the bytes of a new MR) would

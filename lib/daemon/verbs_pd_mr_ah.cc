@@ -7,6 +7,7 @@
 namespace uroce::daemon {
 
 int Daemon::do_alloc_pd(Session &s, ctl::Message &, Reply &r) {
+  if (const int q = check_quota(s, QuotaKind::kPds)) return q;
   const uint32_t pd = replicate([](DaemonEngine &e) { return e.create_pd(); },
                                 [](DaemonEngine &e, uint32_t h) { e.dealloc_pd(h); });
   if (pd == 0) return -ENOMEM;
@@ -92,6 +93,7 @@ int Daemon::do_dereg_mr(Session &s, ctl::Message &m, Reply &) {
 int Daemon::do_create_ah(Session &s, ctl::Message &m, Reply &r) {
   ctl::CreateAhPayload p{};
   if (!m.payload_as(&p) || !s.pds.count(p.pd)) return -EINVAL;
+  if (const int q = check_quota(s, QuotaKind::kAhs)) return q;
   transport::AhAttr a;
   const int rc = path_from_ah(p.attr, &a.path);
   if (rc) return rc;

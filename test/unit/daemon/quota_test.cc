@@ -3,9 +3,10 @@
 // Daemon over one engine whose port drops every frame, its control server on a Unix socket
 // served by a thread, and lib/client sessions. Each object kind refuses exactly at its quota
 // with ENOMEM and counts the refusal (quota.refused.KIND, session.N.quota_refused); freeing an
-// object makes room again; another session's quota is its own. An app that sends control
-// requests without reading the replies gets exactly max_outstanding replies, is not
-// disconnected, and is served again once it has read them; meanwhile another app is served.
+// object makes room again; another session's quota is its own (QPs, CQs, SRQs, MRs, MR bytes,
+// event fds, PDs, AHs). An app that sends control requests without reading the replies gets
+// exactly max_outstanding replies, is not disconnected, and is served again once it has read
+// them; meanwhile another app is served.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -232,6 +233,49 @@ TEST(Quota, EveryObjectKindRefusesAtItsQuota) {
     EXPECT_EQ(b->destroy_qp(*q), 0);
   for (auto &q : qps)
     EXPECT_EQ(a->destroy_qp(*q), 0);
+}
+
+TEST(Quota, PdsAndAhsRefuseAtTheirQuota) {
+  daemon::Quota q = small_quota();
+  q.pds = 2;
+  q.ahs = 3;
+  Env env(q);
+  auto a = open_ctx(env, "quota_pd");
+  auto b = open_ctx(env, "quota_pd_b");
+  ASSERT_TRUE(a && b);
+  uint32_t pd1 = 0, pd2 = 0, pd3 = 0;
+  ASSERT_EQ(a->alloc_pd(&pd1), 0);
+  ASSERT_EQ(a->alloc_pd(&pd2), 0);
+  EXPECT_EQ(a->alloc_pd(&pd3), ENOMEM);
+  EXPECT_EQ(Env::stat(*a, "quota.refused.pds"), 1u);
+  ASSERT_EQ(a->dealloc_pd(pd2), 0);  // room again
+  ASSERT_EQ(a->alloc_pd(&pd2), 0);
+
+  ctl::AhAttrPayload av{};
+  const wire::Gid peer = wire::Gid::from_ipv4(10, 9, 0, 2);
+  std::memcpy(av.dgid, peer.raw, 16);
+  av.is_global = 1;
+  av.port_num = 1;
+  uint32_t ah[4] = {};
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(a->create_ah(i == 2 ? pd2 : pd1, av, &ah[i]), 0);  // counted per app, any PD
+  EXPECT_EQ(a->create_ah(pd1, av, &ah[3]), ENOMEM);
+  EXPECT_EQ(Env::stat(*a, "quota.refused.ahs"), 1u);
+  ASSERT_EQ(a->destroy_ah(ah[0]), 0);
+  ASSERT_EQ(a->create_ah(pd1, av, &ah[0]), 0);
+
+  // b's quota is its own.
+  uint32_t pdb[2] = {}, ahb = 0;
+  ASSERT_EQ(b->alloc_pd(&pdb[0]), 0);
+  ASSERT_EQ(b->alloc_pd(&pdb[1]), 0);
+  ASSERT_EQ(b->create_ah(pdb[0], av, &ahb), 0);
+  EXPECT_EQ(Env::stat(*b, "quota.refused.pds"), 1u);  // daemon-wide: a's one refusal
+  EXPECT_EQ(
+      Env::stat(*b, "session." + std::to_string(b->server_info().session_id) + ".quota_refused"),
+      0u);
+  for (uint32_t h : {ah[0], ah[1], ah[2]})
+    EXPECT_EQ(a->destroy_ah(h), 0);
+  EXPECT_EQ(b->destroy_ah(ahb), 0);
 }
 
 TEST(Quota, EventFdsBoundCqsBelowTheCqQuota) {

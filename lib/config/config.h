@@ -76,6 +76,7 @@ struct QuotaConfig {
   uint32_t event_fds = 256;
   uint32_t pds = 64;
   uint32_t ahs = 256;
+  uint32_t ctl_rate = 0;  // control messages per second per app, 0: no limit
 };
 enum class PollMode : uint8_t { kAdaptive, kBusy };
 

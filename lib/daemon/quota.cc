@@ -10,7 +10,8 @@ namespace uroce::daemon {
 
 namespace {
 constexpr const char *kNames[kQuotaKinds] = {
-    "qps", "cqs", "srqs", "mrs", "mr_bytes", "ctl_outstanding", "event_fds", "pds", "ahs"};
+    "qps",       "cqs", "srqs", "mrs",     "mr_bytes", "ctl_outstanding",
+    "event_fds", "pds", "ahs",  "ctl_rate"};
 }  // namespace
 
 const char *quota_name(QuotaKind k) noexcept {
@@ -44,6 +45,7 @@ size_t quota_exceeded(const Quota &q, const QuotaUse &u, QuotaKind k, uint64_t m
     case QuotaKind::kAhs:
       return over(u.ahs, more, q.ahs) ? static_cast<size_t>(k) : kQuotaKinds;
     case QuotaKind::kCtlOutstanding:
+    case QuotaKind::kCtlRate:
       return kQuotaKinds;  // kept by the control server
   }
   return kQuotaKinds;
@@ -68,6 +70,12 @@ int Daemon::check_quota(Session &s, QuotaKind k, uint64_t more) noexcept {
 
 void Daemon::on_throttle(ctl::Server &, const ctl::ClientInfo &ci) {
   ++quota_refused_[static_cast<size_t>(QuotaKind::kCtlOutstanding)];
+  auto it = sessions_.find(ci.id);
+  if (it != sessions_.end()) ++it->second->quota_refused;
+}
+
+void Daemon::on_rate_limit(ctl::Server &, const ctl::ClientInfo &ci) {
+  ++quota_refused_[static_cast<size_t>(QuotaKind::kCtlRate)];
   auto it = sessions_.find(ci.id);
   if (it != sessions_.end()) ++it->second->quota_refused;
 }

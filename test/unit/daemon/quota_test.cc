@@ -6,7 +6,7 @@
 // object makes room again; another session's quota is its own (QPs, CQs, SRQs, MRs, MR bytes,
 // event fds, PDs, AHs). An app that sends control requests without reading the replies gets
 // exactly max_outstanding replies, is not disconnected, and is served again once it has read
-// them; meanwhile another app is served.
+// them; meanwhile another app is served. An app over its message rate is slowed to it, alone.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -67,6 +67,7 @@ class FakePort : public daemon::PortView {
 using Eng = transport::Engine<NullPort, SteadyClock, transport::RingQueues>;
 
 constexpr uint32_t kOutstanding = 3;
+constexpr uint32_t kRateBurst = 8;
 
 struct Env {
   NullPort port;
@@ -87,6 +88,8 @@ struct Env {
     path = "/tmp/uroce-quota-test-" + std::to_string(getpid()) + ".sock";
     ctl::ServerOptions so;
     so.max_outstanding = q.ctl_outstanding;
+    so.max_rate = q.ctl_rate;
+    so.rate_burst = kRateBurst;
     auto srv = ctl::Server::listen(path.c_str(), so);
     EXPECT_TRUE(srv) << path;
     server = std::move(srv.value());
@@ -343,6 +346,45 @@ TEST(Quota, UnreadRepliesStopTheServerReadingThatAppOnly) {
   EXPECT_EQ(Env::stat(*other, "daemon.sessions"), 2u);  // not disconnected
   ctl::DeviceAttrPayload d{};
   EXPECT_EQ(hostile->query_device(&d), 0);  // and its ordinary calls work again
+}
+
+TEST(Quota, MessageRateSlowsThatAppOnly) {
+  daemon::Quota q = small_quota();
+  q.ctl_rate = 20;  // per second, after a burst of kRateBurst
+  Env env(q);
+  auto hostile = open_ctx(env, "quota_rate");
+  auto other = open_ctx(env, "quota_rate_other");
+  ASSERT_TRUE(hostile && other);
+  // hello + 18 synchronous requests: the 9 past the burst are spaced 50 ms apart at least, so
+  // they take 0.45 s or more however fast (or slow) the machine is; none fails.
+  constexpr int kCalls = 18;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kCalls; ++i) {
+    ctl::DeviceAttrPayload d{};
+    ASSERT_EQ(hostile->query_device(&d), 0) << i;
+  }
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(took, std::chrono::milliseconds(1000 * (kCalls + 1 - kRateBurst) / 20 - 50));
+  // other: hello + these 2 + stats, within its own burst: never slowed.
+  for (int i = 0; i < 2; ++i) {
+    ctl::DeviceAttrPayload d{};
+    ASSERT_EQ(other->query_device(&d), 0);
+  }
+  std::vector<ctl::StatEntry> v;
+  ASSERT_EQ(other->stats(&v), 0);
+  uint64_t refused = 0, refused_h = ~uint64_t{0}, refused_o = ~uint64_t{0};
+  const std::string ph = "session." + std::to_string(hostile->server_info().session_id) + ".";
+  const std::string po = "session." + std::to_string(other->server_info().session_id) + ".";
+  for (const auto &e : v) {
+    if (std::string("quota.refused.ctl_rate") == e.name) refused = e.value;
+    if (ph + "quota_refused" == e.name) refused_h = e.value;
+    if (po + "quota_refused" == e.name) refused_o = e.value;
+  }
+  EXPECT_GE(refused, 1u);
+  EXPECT_LE(refused, static_cast<uint64_t>(kCalls));  // at most once per request it sent
+  EXPECT_EQ(refused_h, refused);
+  EXPECT_EQ(refused_o, 0u);
+  EXPECT_EQ(Env::stat(*other, "daemon.sessions"), 2u);  // slowed, not disconnected
 }
 
 }  // namespace

@@ -437,6 +437,7 @@ int run(int argc, char **argv) {
       if (!dir.empty()) ::mkdir(dir.c_str(), 0755);
       ctl::ServerOptions so;
       so.max_outstanding = cfg.daemon.quota.ctl_outstanding;
+      so.max_rate = cfg.daemon.quota.ctl_rate;
       auto srv = ctl::Server::listen(path.c_str(), so);
       if (!srv)
         throw port::PortError("cannot listen on control socket '" + path +

@@ -30,9 +30,9 @@ void print_config(const config::Config &c) {
   const config::QuotaConfig &q = c.daemon.quota;
   std::printf(
       "quota per app: qps=%u cqs=%u srqs=%u mrs=%u mr_bytes=%llu ctl_outstanding=%u "
-      "event_fds=%u\n",
+      "event_fds=%u pds=%u ahs=%u ctl_rate=%u\n",
       q.qps, q.cqs, q.srqs, q.mrs, static_cast<unsigned long long>(q.mr_bytes), q.ctl_outstanding,
-      q.event_fds);
+      q.event_fds, q.pds, q.ahs, q.ctl_rate);
   for (const config::PortConfig &p : c.ports) {
     std::printf("port %s: device=%s mtu=%u (IB MTU %u) dscp=%u ecn=%s ibdev=%s socket=%s\n",
                 p.name.c_str(), p.device.c_str(), p.mtu, p.ib_mtu(), p.dscp, p.ecn ? "on" : "off",
@@ -46,7 +46,8 @@ void print_config(const config::Config &c) {
 
 DaemonOptions daemon_options(const config::QuotaConfig &q) {
   DaemonOptions o;
-  o.quota = Quota{q.qps, q.cqs, q.srqs, q.mrs, q.mr_bytes, q.ctl_outstanding, q.event_fds};
+  o.quota = Quota{q.qps,       q.cqs, q.srqs, q.mrs,     q.mr_bytes, q.ctl_outstanding,
+                  q.event_fds, q.pds, q.ahs,  q.ctl_rate};
   return o;
 }
 

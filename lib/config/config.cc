@@ -85,7 +85,10 @@ constexpr KeyInfo kDaemonKeys[] = {{"socket", false},
                                    {"quota_mrs", false},
                                    {"quota_mr_bytes", false},
                                    {"quota_ctl_outstanding", false},
-                                   {"quota_event_fds", false}};
+                                   {"quota_event_fds", false},
+                                   {"quota_pds", false},
+                                   {"quota_ahs", false},
+                                   {"quota_ctl_rate", false}};
 constexpr KeyInfo kPortKeys[] = {{"device", false},       {"ipv4", true},     {"ipv6", true},
                                  {"mtu", false},          {"dscp", false},    {"ecn", false},
                                  {"ibdev", false},        {"gateway", false}, {"socket", false},
@@ -465,6 +468,12 @@ Config parse(std::string_view text, std::string_view filename,
         d.quota.ctl_outstanding = parse_uint<uint32_t>(e, 1, 32);
       } else if (e.key == "quota_event_fds") {
         d.quota.event_fds = parse_uint<uint32_t>(e, 1, 16384);
+      } else if (e.key == "quota_pds") {
+        d.quota.pds = parse_uint<uint32_t>(e, 1, 16384);
+      } else if (e.key == "quota_ahs") {
+        d.quota.ahs = parse_uint<uint32_t>(e, 1, 16384);
+      } else if (e.key == "quota_ctl_rate") {
+        d.quota.ctl_rate = parse_uint<uint32_t>(e, 0, 1000000);
       } else if (e.key == "poll") {
         if (e.value == "adaptive")
           d.poll = PollMode::kAdaptive;

@@ -74,6 +74,9 @@ struct QuotaConfig {
   uint64_t mr_bytes = uint64_t{1} << 36;  // 64 GiB
   uint32_t ctl_outstanding = 8;
   uint32_t event_fds = 256;
+  uint32_t pds = 64;
+  uint32_t ahs = 256;
+  uint32_t ctl_rate = 0;  // control messages per second per app, 0: no limit
 };
 enum class PollMode : uint8_t { kAdaptive, kBusy };
 

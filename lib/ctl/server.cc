@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 namespace uroce::ctl {
@@ -166,11 +167,34 @@ bool Server::over_outstanding(Conn &c) noexcept {
   return c.unread >= opt_.max_outstanding;
 }
 
+namespace {
+uint64_t mono_ns() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+}  // namespace
+
+// GCRA: a message is allowed while its due time (rate_tat) is at most rate_burst intervals
+// ahead of now; each one pushes the due time one interval (1 s / max_rate) further.
+bool Server::over_rate(const Conn &c) const noexcept {
+  if (opt_.max_rate == 0) return false;
+  const uint64_t interval = 1'000'000'000u / opt_.max_rate;
+  const uint64_t slack = interval * (opt_.rate_burst ? opt_.rate_burst : 1);
+  return c.rate_tat > mono_ns() + slack - interval;
+}
+
+void Server::charge_rate(Conn &c) noexcept {
+  if (opt_.max_rate == 0) return;
+  const uint64_t now = mono_ns();
+  c.rate_tat = (c.rate_tat > now ? c.rate_tat : now) + 1'000'000'000u / opt_.max_rate;
+}
+
 void Server::resume_throttled(Handler &h) noexcept {
   if (throttled_ == 0) return;
   for (auto &kv : clients_) {
     Conn &c = kv.second;
-    if (!c.throttled || c.dead || over_outstanding(c)) continue;
+    if (!c.throttled || c.dead || over_rate(c) || over_outstanding(c)) continue;
     c.throttled = false;
     --throttled_;
     service(c, h);  // level-triggered epoll would report its queued requests anyway
@@ -205,7 +229,8 @@ void Server::service(Conn &c, Handler &h) noexcept {
   Message &m = *msg_;
   for (int i = 0; i < opt_.max_msgs_per_round && !c.dead; ++i) {
     if (c.throttled) break;
-    if (over_outstanding(c)) {
+    const bool rate = over_rate(c);
+    if (rate || over_outstanding(c)) {
       // Throttled only if a request is waiting: a synchronous client reads the last reply
       // before it sends again, and its next request finds SIOCOUTQ at 0.
       char b;
@@ -214,7 +239,10 @@ void Server::service(Conn &c, Handler &h) noexcept {
         break;
       c.throttled = true;
       ++throttled_;
-      h.on_throttle(*this, c.info);
+      if (rate)
+        h.on_rate_limit(*this, c.info);
+      else
+        h.on_throttle(*this, c.info);
       break;
     }
     CtlError e = recv_message(c.sock.get(), types_, &m);
@@ -224,6 +252,7 @@ void Server::service(Conn &c, Handler &h) noexcept {
       break;
     }
     const uint16_t t = m.hdr.type;
+    charge_rate(c);
     if (!c.info.hello_done) {
       if (t != kHello) {
         kill(c, CtlError::kProtocol);

@@ -44,6 +44,9 @@ class Handler {
   // The server stopped reading this client: it has max_outstanding replies unread
   // (ServerOptions). Reading resumes once it has read them all.
   virtual void on_throttle(Server &, const ClientInfo &) {}
+  // The server stopped reading this client: it sent requests faster than max_rate
+  // (ServerOptions). Reading resumes when its rate allows the next one.
+  virtual void on_rate_limit(Server &, const ClientInfo &) {}
 };
 
 struct ServerOptions {
@@ -59,6 +62,11 @@ struct ServerOptions {
   // fill the server's socket buffer is disconnected). Keep it well below that buffer (~40
   // replies of the largest size with the default 208 KiB).
   uint32_t max_outstanding = 0;
+  // Messages per second one client may send, after a burst of rate_burst (a token bucket,
+  // kept as GCRA: one deadline per client). Beyond it the server stops reading that client
+  // until its rate allows the next message, as for max_outstanding. 0: no limit.
+  uint32_t max_rate = 0;
+  uint32_t rate_burst = 64;
 };
 
 class Server {
@@ -104,6 +112,7 @@ class Server {
     bool dead = false;
     bool throttled = false;  // over max_outstanding: not reading its requests
     uint32_t unread = 0;     // replies sent since its socket was last seen fully read
+    uint64_t rate_tat = 0;   // GCRA: when its next message is due at max_rate (CLOCK_MONOTONIC)
     CtlError why = CtlError::kOk;
   };
   void accept_all() noexcept;
@@ -112,7 +121,9 @@ class Server {
   void handle_hello(Conn &c, Message &m, Handler &h) noexcept;
   void kill(Conn &c, CtlError why) noexcept;
   void reap(Handler &h) noexcept;
-  bool over_outstanding(Conn &c) noexcept;  // true: stop reading c (throttled)
+  bool over_outstanding(Conn &c) noexcept;       // true: stop reading c (throttled)
+  bool over_rate(const Conn &c) const noexcept;  // true: stop reading c (throttled)
+  void charge_rate(Conn &c) noexcept;            // one message read from c
   void resume_throttled(Handler &h) noexcept;
 
   shm::UniqueFd ep_;

@@ -118,6 +118,7 @@ class Daemon : public ctl::Handler {
   void on_disconnect(ctl::Server &, const ctl::ClientInfo &, ctl::CtlError) override;
   // The server stopped reading an app over its quota of unread replies (quota.cc).
   void on_throttle(ctl::Server &, const ctl::ClientInfo &) override;
+  void on_rate_limit(ctl::Server &, const ctl::ClientInfo &) override;
 
   // ---- data path: called by worker w's thread only (w == 0: the main lcore) ----
   // Doorbells -> the engine (sq_doorbell / rq_doorbell: the requester copies the WQEs from the

@@ -10,7 +10,8 @@ namespace uroce::daemon {
 
 namespace {
 constexpr const char *kNames[kQuotaKinds] = {
-    "qps", "cqs", "srqs", "mrs", "mr_bytes", "ctl_outstanding", "event_fds"};
+    "qps",       "cqs", "srqs", "mrs",     "mr_bytes", "ctl_outstanding",
+    "event_fds", "pds", "ahs",  "ctl_rate"};
 }  // namespace
 
 const char *quota_name(QuotaKind k) noexcept {
@@ -39,7 +40,12 @@ size_t quota_exceeded(const Quota &q, const QuotaUse &u, QuotaKind k, uint64_t m
                                                 : kQuotaKinds;
     case QuotaKind::kEventFds:
       return over(u.event_fds, more, q.event_fds) ? static_cast<size_t>(k) : kQuotaKinds;
+    case QuotaKind::kPds:
+      return over(u.pds, more, q.pds) ? static_cast<size_t>(k) : kQuotaKinds;
+    case QuotaKind::kAhs:
+      return over(u.ahs, more, q.ahs) ? static_cast<size_t>(k) : kQuotaKinds;
     case QuotaKind::kCtlOutstanding:
+    case QuotaKind::kCtlRate:
       return kQuotaKinds;  // kept by the control server
   }
   return kQuotaKinds;
@@ -53,6 +59,8 @@ int Daemon::check_quota(Session &s, QuotaKind k, uint64_t more) noexcept {
   u.mrs = s.mrs.size();
   u.mr_bytes = s.mr_bytes;
   u.event_fds = s.cqs.size();
+  u.pds = s.pds.size();
+  u.ahs = s.ahs.size();
   const size_t i = quota_exceeded(opt_.quota, u, k, more);
   if (i == kQuotaKinds) return 0;
   ++quota_refused_[i];
@@ -62,6 +70,12 @@ int Daemon::check_quota(Session &s, QuotaKind k, uint64_t more) noexcept {
 
 void Daemon::on_throttle(ctl::Server &, const ctl::ClientInfo &ci) {
   ++quota_refused_[static_cast<size_t>(QuotaKind::kCtlOutstanding)];
+  auto it = sessions_.find(ci.id);
+  if (it != sessions_.end()) ++it->second->quota_refused;
+}
+
+void Daemon::on_rate_limit(ctl::Server &, const ctl::ClientInfo &ci) {
+  ++quota_refused_[static_cast<size_t>(QuotaKind::kCtlRate)];
   auto it = sessions_.find(ci.id);
   if (it != sessions_.end()) ++it->second->quota_refused;
 }

@@ -11,6 +11,7 @@ namespace uroce::daemon {
 // then released after a grace period (grace.h), so no worker can still be using it when its
 // slot is reused or its memory unmapped.
 int Daemon::do_alloc_pd(Session &s, ctl::Message &, Reply &r) {
+  if (const int q = check_quota(s, QuotaKind::kPds)) return q;
   const uint32_t pd = tab_->pds.alloc();
   if (pd == 0) return -ENOMEM;
   s.pds.insert(pd);
@@ -71,6 +72,7 @@ int Daemon::do_dereg_mr(Session &s, ctl::Message &m, Reply &) {
 int Daemon::do_create_ah(Session &s, ctl::Message &m, Reply &r) {
   ctl::CreateAhPayload p{};
   if (!m.payload_as(&p) || !s.pds.count(p.pd)) return -EINVAL;
+  if (const int q = check_quota(s, QuotaKind::kAhs)) return q;
   transport::AhAttr a;
   const int rc = path_from_ah(p.attr, &a.path);
   if (rc) return rc;

@@ -1,16 +1,18 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // A hostile app for the quota test (test/integration/uroced_quota.sh, bench/quota_isolation.sh):
 //
-//   quota_app SOCK SECONDS
+//   quota_app SOCK SECONDS [AH_DEST_IPV4]
 //
-// For SECONDS, in rounds, on one uroced: a context opens CQs, QPs and MRs in a loop until the
-// daemon refuses each with ENOMEM (its quotas), destroys them all and starts again; a second
+// For SECONDS, in rounds, on one uroced: a context opens PDs, CQs, QPs, MRs (and, given a
+// destination the daemon can resolve, AHs) in a loop until the daemon refuses each with ENOMEM
+// (its quotas), destroys them all and starts again; a second
 // context sends control requests (query_device) without reading the replies, on a non-blocking
 // socket, until its send fails with EAGAIN (the daemon stopped reading it at its quota of
 // unread replies and the kernel's queue filled), then reads every reply and goes on. Checks:
 // every refusal is ENOMEM (EAGAIN for the flood), each kind was refused at least once, every
 // reply of the flood arrives, in order, with status 0 (none lost, the context not dropped).
 // Prints the counts; exit 0 and "0 failure(s)" when every check passed.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -25,6 +27,7 @@
 #include "client/client.h"
 #include "ctl/socket.h"
 #include "daemon/daemon.h"
+#include "wire/gid.h"
 
 using uroce::client::Buffer;
 using uroce::client::Context;
@@ -45,20 +48,47 @@ int g_fails = 0;
   } while (0)
 
 struct Counts {
-  uint64_t rounds = 0, cqs = 0, qps = 0, mrs = 0;
-  uint64_t cq_refused = 0, qp_refused = 0, mr_refused = 0;
+  uint64_t rounds = 0, cqs = 0, qps = 0, mrs = 0, pds = 0, ahs = 0;
+  uint64_t cq_refused = 0, qp_refused = 0, mr_refused = 0, pd_refused = 0, ah_refused = 0;
   uint64_t flood_sent = 0, flood_eagain = 0, flood_replies = 0;
 };
 
 constexpr int kCap = 100000;  // no quota is that large: a loop that never ends is a failure
 
-// One round of objects: CQs, QPs and MRs until refused, then everything destroyed.
-void objects_round(Context &c, Buffer &buf, Counts &n) {
-  uint32_t pd = 0;
-  if (c.alloc_pd(&pd) != 0) {
-    FAIL("alloc_pd");
+// One round of objects: PDs, CQs, QPs, MRs (and AHs to *ah_dest, if given) until refused, then
+// everything destroyed.
+void objects_round(Context &c, Buffer &buf, const uroce::ctl::AhAttrPayload *ah_dest, Counts &n) {
+  std::vector<uint32_t> pds;
+  for (int i = 0; i < kCap; ++i) {
+    uint32_t h = 0;
+    const int rc = c.alloc_pd(&h);
+    if (rc == 0) {
+      pds.push_back(h);
+      continue;
+    }
+    if (rc != ENOMEM) FAIL("alloc_pd: %s (expected ENOMEM)", std::strerror(rc));
+    ++n.pd_refused;
+    break;
+  }
+  n.pds += pds.size();
+  if (pds.empty()) {
+    FAIL("alloc_pd: no PD at all");
     return;
   }
+  const uint32_t pd = pds[0];
+  std::vector<uint32_t> ahs;
+  for (int i = 0; i < kCap && ah_dest; ++i) {
+    uint32_t h = 0;
+    const int rc = c.create_ah(pds[i % pds.size()], *ah_dest, &h);
+    if (rc == 0) {
+      ahs.push_back(h);
+      continue;
+    }
+    if (rc != ENOMEM) FAIL("create_ah: %s (expected ENOMEM)", std::strerror(rc));
+    ++n.ah_refused;
+    break;
+  }
+  n.ahs += ahs.size();
   std::vector<std::unique_ptr<Cq>> cqs;
   for (int i = 0; i < kCap; ++i) {
     std::unique_ptr<Cq> q;
@@ -111,7 +141,10 @@ void objects_round(Context &c, Buffer &buf, Counts &n) {
     if (c.destroy_cq(*q) != 0) FAIL("destroy_cq");
   for (auto &m : mrs)
     if (c.dereg_mr(m) != 0) FAIL("dereg_mr");
-  if (c.dealloc_pd(pd) != 0) FAIL("dealloc_pd");
+  for (uint32_t h : ahs)
+    if (c.destroy_ah(h) != 0) FAIL("destroy_ah");
+  for (uint32_t h : pds)
+    if (c.dealloc_pd(h) != 0) FAIL("dealloc_pd");
 }
 
 // Requests without reading until EAGAIN, then every reply is read (bounded wait).
@@ -163,8 +196,8 @@ void flood_round(Context &c, const uroce::ctl::TypeTable &types, uint64_t *next_
 }  // namespace
 
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s SOCK SECONDS\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: %s SOCK SECONDS [AH_DEST_IPV4]\n", argv[0]);
     return 2;
   }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -184,14 +217,31 @@ int main(int argc, char **argv) {
     std::printf("FAIL: buffer\n");
     return 1;
   }
+  uroce::ctl::AhAttrPayload ah{};
+  if (argc == 4) {
+    uint8_t ip[4];
+    if (::inet_pton(AF_INET, argv[3], ip) != 1) {
+      std::printf("FAIL: bad IPv4 address %s\n", argv[3]);
+      return 2;
+    }
+    const uroce::wire::Gid g = uroce::wire::Gid::from_ipv4(ip);
+    std::memcpy(ah.dgid, g.raw, 16);
+    ah.is_global = 1;
+    ah.port_num = 1;
+    ah.sgid_index = 1;  // ::ffff:IPv4, the port's first IPv4 address (index 0: link-local)
+  }
   Counts n;
   uint64_t next_id = 1u << 20;
   const auto end = Clock::now() + std::chrono::seconds(secs);
   while (Clock::now() < end && g_fails < 10) {
-    objects_round(*objs, buf, n);
+    objects_round(*objs, buf, argc == 4 ? &ah : nullptr, n);
     flood_round(*flood, types, &next_id, n);
     ++n.rounds;
   }
+  std::printf("pds=%llu ahs=%llu refused: pd=%llu ah=%llu\n",
+              static_cast<unsigned long long>(n.pds), static_cast<unsigned long long>(n.ahs),
+              static_cast<unsigned long long>(n.pd_refused),
+              static_cast<unsigned long long>(n.ah_refused));
   std::printf(
       "rounds=%llu cqs=%llu qps=%llu mrs=%llu refused: cq=%llu qp=%llu mr=%llu; flood: "
       "sent=%llu eagain=%llu replies=%llu\n",
@@ -201,7 +251,8 @@ int main(int argc, char **argv) {
       static_cast<unsigned long long>(n.mr_refused), static_cast<unsigned long long>(n.flood_sent),
       static_cast<unsigned long long>(n.flood_eagain),
       static_cast<unsigned long long>(n.flood_replies));
-  if (n.rounds == 0 || n.cq_refused == 0 || n.qp_refused == 0 || n.mr_refused == 0)
+  if (n.rounds == 0 || n.cq_refused == 0 || n.qp_refused == 0 || n.mr_refused == 0 ||
+      n.pd_refused == 0 || (argc == 4 && n.ah_refused == 0))
     FAIL("a kind was never refused");
   if (n.flood_eagain == 0) FAIL("the flood never got EAGAIN");
   std::printf("%d failure(s)\n", g_fails);

@@ -35,40 +35,13 @@ need_tools ip nft timeout
 /usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null ||
   { echo "FAIL: /usr/bin/python3 without scapy (python3-scapy)"; exit 1; }
 
-ID=$$
-NS_A=uroce-atk-$ID-a
-NS_B=uroce-atk-$ID-b
-NS_M=uroce-atk-$ID-m
-VA=ua${ID}a
-VB=ua${ID}b
-MA=ua${ID}ma
-MB=ua${ID}mb
 WORK=$(mktemp -d /tmp/uroce-atk-XXXXXX)
-PID_A="" PID_B="" PID_APP=""
 pass() { echo "ok: [${SECONDS}s] $*"; }
+netns_cleanup_hook() { [ "$FAILS" -ne 0 ] && { echo "--- victim"; cat "$WORK/victim.log" 2>/dev/null; }; }
 
-cleanup() {
-  [ -n "$PID_APP" ] && stop_pid "$PID_APP" KILL >/dev/null 2>&1
-  [ -n "$PID_A" ] && stop_pid "$PID_A" TERM >/dev/null 2>&1
-  [ -n "$PID_B" ] && stop_pid "$PID_B" TERM >/dev/null 2>&1
-  for ns in "$NS_A" "$NS_B" "$NS_M"; do ip netns del "$ns" 2>/dev/null; done
-  rm -rf "/var/run/dpdk/uroce-atk-$ID-a" "/var/run/dpdk/uroce-atk-$ID-b"
-  if [ "$FAILS" -ne 0 ]; then
-    for d in a b; do echo "--- uroced $d log"; tail -30 "$WORK/uroced-$d.log" 2>/dev/null; done
-    echo "--- victim"; cat "$WORK/victim.log" 2>/dev/null
-  fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-for ns in "$NS_A" "$NS_B" "$NS_M"; do ip netns add "$ns" || { echo "FAIL: ip netns add $ns"; exit 1; }; done
-ip link add "$VA" netns "$NS_A" type veth peer name "$MA" netns "$NS_M" || { echo "FAIL: veth"; exit 1; }
-ip link add "$VB" netns "$NS_B" type veth peer name "$MB" netns "$NS_M" || { echo "FAIL: veth"; exit 1; }
-for x in "$NS_A $VA" "$NS_B $VB" "$NS_M $MA" "$NS_M $MB"; do
-  read -r ns dev <<<"$x"
-  ip netns exec "$ns" sysctl -qw "net.ipv6.conf.$dev.disable_ipv6=1"
-  ip -n "$ns" link set "$dev" up
-done
+# shellcheck source=netns_pair.sh
+. "$(dirname "$0")/netns_pair.sh"
+netns_pair atk ua
 ip netns exec "$NS_M" nft -f - <<EOF || { echo "FAIL: nft rules (netdev ingress, fwd)"; exit 1; }
 table netdev uroce_segment {
   chain a_to_b { type filter hook ingress device "$MA" priority 0; fwd to "$MB"; }
@@ -78,40 +51,15 @@ EOF
 MAC_A=$(ip -n "$NS_A" -br link show "$VA" | awk '{ print $3 }')
 MAC_B=$(ip -n "$NS_B" -br link show "$VB" | awk '{ print $3 }')
 
-conf() {  # conf NAME IFACE IP
-  cat >"$WORK/uroced-$1.conf" <<EOF
-[eal]
-args = --no-huge -m 256 --no-pci --file-prefix=uroce-atk-$ID-$1 --log-level=*:notice
-[daemon]
-socket = $WORK/uroced-$1.sock
-idle_sleep_us = 50
-[port p0]
-device = net_af_packet0,iface=$2,framecnt=4096
-ipv4 = $3/24
-EOF
-}
-conf a "$VA" 10.79.0.1
-conf b "$VB" 10.79.0.2
-ip netns exec "$NS_A" env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced-a.conf" \
-  >"$WORK/uroced-a.log" 2>&1 &
-PID_A=$!
-ip netns exec "$NS_B" env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced-b.conf" \
-  >"$WORK/uroced-b.log" 2>&1 &
-PID_B=$!
-for _ in $(seq 1200); do
-  grep -q "uroced: running" "$WORK/uroced-a.log" && grep -q "uroced: running" "$WORK/uroced-b.log" && break
-  kill -0 "$PID_A" 2>/dev/null && kill -0 "$PID_B" 2>/dev/null || break
-  sleep 0.1
-done
-if ! grep -q "uroced: running" "$WORK/uroced-a.log" || ! grep -q "uroced: running" "$WORK/uroced-b.log"; then
-  fail "the daemons did not come up within 120 s"
-  exit 1
-fi
+FRAMECNT=4096
+netns_conf a "$VA" 10.79.0.1
+netns_conf b "$VB" 10.79.0.2
+netns_start_daemons
 pass "two uroced on af_packet, a segment between them (pids $PID_A, $PID_B)"
 
 stat() {  # stat NAME KEY -> value (0 if absent)
   local v
-  v=$(timeout 30 "$STAT" -s "$WORK/uroced-$1.sock" "$2" 2>/dev/null | awk -v k="$2" '$1 == k { print $2 }')
+  v=$(netns_stat "$@")
   echo "${v:-0}"
 }
 attack() {  # attack PHASE [ARGS]: runs the attacker in the segment; its JSON in $WORK/PHASE.json

@@ -36,44 +36,16 @@ CHECK_CAPTURE=${5:?}
 need_root "network namespaces, veths, nftables"
 need_tools ip nft tshark python3 timeout
 
-ID=$$
-NS_A=uroce-loss-$ID-a
-NS_B=uroce-loss-$ID-b
-NS_M=uroce-loss-$ID-m
-VA=ul${ID}a   # interface names stay under 16 characters
-VB=ul${ID}b
-MA=ul${ID}ma
-MB=ul${ID}mb
 # Captures of ~40k frames each: on tmpfs, so a busy disk never stalls the poll loop.
 SHM=/dev/shm
 [ -d "$SHM" ] && [ -w "$SHM" ] || SHM=/tmp
 WORK=$(mktemp -d "$SHM/uroce-loss-XXXXXX")
-PID_A="" PID_B="" PID_APP=""
 pass() { echo "ok: [${SECONDS}s] $*"; }  # with the time since the start
 
-cleanup() {
-  [ -n "$PID_APP" ] && stop_pid "$PID_APP" KILL >/dev/null 2>&1
-  [ -n "$PID_A" ] && stop_pid "$PID_A" TERM >/dev/null 2>&1
-  [ -n "$PID_B" ] && stop_pid "$PID_B" TERM >/dev/null 2>&1
-  for ns in "$NS_A" "$NS_B" "$NS_M"; do ip netns del "$ns" 2>/dev/null; done
-  rm -rf "/var/run/dpdk/uroce-loss-$ID-a" "/var/run/dpdk/uroce-loss-$ID-b"
-  if [ "$FAILS" -ne 0 ]; then
-    for d in a b; do echo "--- uroced $d log"; tail -30 "$WORK/uroced-$d.log" 2>/dev/null; done
-  fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-# --- namespaces, veths, the lossy path
-for ns in "$NS_A" "$NS_B" "$NS_M"; do ip netns add "$ns" || { echo "FAIL: ip netns add $ns"; exit 1; }; done
-ip link add "$VA" netns "$NS_A" type veth peer name "$MA" netns "$NS_M" || { echo "FAIL: veth"; exit 1; }
-ip link add "$VB" netns "$NS_B" type veth peer name "$MB" netns "$NS_M" || { echo "FAIL: veth"; exit 1; }
-# No kernel traffic on the segment: no IPv6 (no link-local, no router / MLD messages), no IPv4.
-for x in "$NS_A $VA" "$NS_B $VB" "$NS_M $MA" "$NS_M $MB"; do
-  read -r ns dev <<<"$x"
-  ip netns exec "$ns" sysctl -qw "net.ipv6.conf.$dev.disable_ipv6=1"
-  ip -n "$ns" link set "$dev" up
-done
+# --- namespaces, veths (netns_pair.sh), the lossy path
+# shellcheck source=netns_pair.sh
+. "$(dirname "$0")/netns_pair.sh"
+netns_pair loss ul
 
 path() {  # path LOSS_PER_MILLE DUP_PER_MILLE: (re)writes the nft rules of the middle namespace
   local dup_a="" dup_b=""
@@ -108,42 +80,12 @@ nft_counts() {  # nft_counts CHAIN: "DROPPED DUPLICATED" packets since the rules
 }
 path 20 0 || { echo "FAIL: nft rules (nftables with netdev ingress, numgen, fwd needed)"; exit 1; }
 
-conf() {  # conf NAME LCORE IFACE IP
-  cat >"$WORK/uroced-$1.conf" <<EOF
-[eal]
-args = --no-huge -m 256 --no-pci --file-prefix=uroce-loss-$ID-$1 --log-level=*:notice
-[daemon]
-socket = $WORK/uroced-$1.sock
-workers = $2
-idle_sleep_us = 50
-pcap = $WORK/uroced-$1.pcap
-[port p0]
-device = net_af_packet0,iface=$3,framecnt=2048
-ipv4 = $4/24
-EOF
-}
-conf a 0 "$VA" 10.78.0.1
-conf b 1 "$VB" 10.78.0.2
-ip netns exec "$NS_A" env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced-a.conf" \
-  >"$WORK/uroced-a.log" 2>&1 &
-PID_A=$!
-ip netns exec "$NS_B" env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced-b.conf" \
-  >"$WORK/uroced-b.log" 2>&1 &
-PID_B=$!
-for _ in $(seq 1200); do  # up to 120 s (the EAL loads every PMD of the driver directory)
-  grep -q "uroced: running" "$WORK/uroced-a.log" && grep -q "uroced: running" "$WORK/uroced-b.log" && break
-  kill -0 "$PID_A" 2>/dev/null && kill -0 "$PID_B" 2>/dev/null || break
-  sleep 0.1
-done
-if ! grep -q "uroced: running" "$WORK/uroced-a.log" || ! grep -q "uroced: running" "$WORK/uroced-b.log"; then
-  fail "the daemons did not come up within 120 s"
-  exit 1
-fi
+netns_conf a "$VA" 10.78.0.1 "workers = 0" "pcap = $WORK/uroced-a.pcap"
+netns_conf b "$VB" 10.78.0.2 "workers = 1" "pcap = $WORK/uroced-b.pcap"
+netns_start_daemons
 pass "two uroced on af_packet behind a lossy path (pids $PID_A, $PID_B)"
 
-stat() {  # stat NAME KEY -> value (empty if absent)
-  timeout 30 "$STAT" -s "$WORK/uroced-$1.sock" "$2" 2>/dev/null | awk -v k="$2" '$1 == k { print $2 }'
-}
+stat() { netns_stat "$@"; }
 
 # run NAME N_64K N_1M: one verbs_app bulk run; checks its result and the recovery counters.
 run() {

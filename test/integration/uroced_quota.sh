@@ -3,8 +3,8 @@
 # Integration test: per-app quotas (issue 19 item 3, doc/security.md "Quotas").
 # Two uroced joined by net_memif (A: memif server, lcore 0; B: memif client, lcore 1); A with
 # small quotas (below). While verbs_app bulk moves RC WRITE / READ / SEND traffic from a
-# context on A to one on B (every message's data checked), quota_app on A opens CQs, QPs and
-# MRs in a loop until refused and floods control requests without reading the replies.
+# context on A to one on B (every message's data checked), quota_app on A opens PDs, AHs (to
+# B's address), CQs, QPs and MRs in a loop until refused and floods control requests without reading the replies.
 # Checked: quota_app saw ENOMEM for each object kind and EAGAIN for the flood, and every reply
 # of the flood arrived (exit 0); the bulk transfers complete with their data intact; daemon A
 # answers uroce-stat while the flood runs, counts the refusals (quota.refused.*) and holds no
@@ -55,9 +55,11 @@ device = net_memif0,role=$2,socket=$WORK/memif.sock,id=0
 ipv4 = $4/24
 EOF
 }
-# A: each app may hold 24 QPs, 8 CQs, 40 MRs, 32 MiB of MRs, 4 unread replies.
+# A: each app may hold 24 QPs, 8 CQs, 40 MRs, 32 MiB of MRs, 4 unread replies, 4 PDs, 16 AHs.
 conf a server 0 10.80.0.1 "quota_qps = 24
 quota_cqs = 8
+quota_pds = 4
+quota_ahs = 16
 quota_mrs = 40
 quota_mr_bytes = 33554432
 quota_ctl_outstanding = 4"
@@ -67,7 +69,7 @@ start_uroced "$UROCED" "$WORK/uroced-a.conf" "$WORK/uroced-a.log"; rc=$?; PID_A=
 start_uroced "$UROCED" "$WORK/uroced-b.conf" "$WORK/uroced-b.log"; rc=$?; PID_B=$UROCED_PID
 [ $rc -eq 0 ] || { fail "uroced b did not come up"; exit 1; }
 env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced-a.conf" --check 2>&1 |
-  grep -q "quota per app: qps=24 cqs=8 srqs=64 mrs=40 mr_bytes=33554432 ctl_outstanding=4" &&
+  grep -q "quota per app: qps=24 cqs=8 srqs=64 mrs=40 mr_bytes=33554432 ctl_outstanding=4 event_fds=256 pds=4 ahs=16" &&
   pass "uroced a's configuration has the quotas (--check)" || fail "uroced --check does not show the quotas"
 
 stat() {  # stat NAME KEY -> value (empty if absent)
@@ -75,7 +77,7 @@ stat() {  # stat NAME KEY -> value (empty if absent)
 }
 
 # The hostile app for the whole bulk run (and at least 20 s).
-timeout 300 "$QAPP" "$WORK/uroced-a.sock" 20 >"$WORK/quota.log" 2>&1 &
+timeout 300 "$QAPP" "$WORK/uroced-a.sock" 20 10.80.0.2 >"$WORK/quota.log" 2>&1 &
 PID_Q=$!
 sleep 2
 timeout 300 "$VAPP" bulk "$WORK/uroced-a.sock" "$WORK/uroced-b.sock" 32 2 >"$WORK/bulk.log" 2>&1
@@ -95,15 +97,15 @@ rc=$?
 PID_Q=""
 sed 's/^/  hostile: /' "$WORK/quota.log"
 if [ $rc -eq 0 ] && grep -q "^0 failure(s)" "$WORK/quota.log"; then
-  pass "the hostile app got ENOMEM for CQs, QPs and MRs and EAGAIN for its flood, every reply arrived"
+  pass "the hostile app got ENOMEM for PDs, AHs, CQs, QPs and MRs and EAGAIN for its flood, every reply arrived"
 else
   fail "quota_app exit $rc"
 fi
-for k in qps cqs mr_bytes ctl_outstanding; do
+for k in qps cqs mr_bytes ctl_outstanding pds ahs; do
   v=$(stat a "quota.refused.$k")
   [ "${v:-0}" -gt 0 ] && pass "quota.refused.$k = $v" || fail "quota.refused.$k = '$v', expected > 0"
 done
-for k in qps cqs mrs; do
+for k in qps cqs mrs pds ahs; do
   v=$(stat a "daemon.$k")
   [ "$v" = 0 ] || fail "daemon a: daemon.$k = '$v' after both apps ended"
 done

@@ -21,52 +21,32 @@
 # value at the end of the warm-up (the first third of the run, at least 20 s).
 # Needs root and nft. Every wait is bounded; everything it creates is removed on exit.
 # Usage: uroced_soak.sh UROCED UROCE_STAT SOAK_APP [SECONDS (60)] [NQP (64)]
+# UROCE_SOAK_SECONDS, if set, overrides SECONDS: the 10-minute run from meson is
+#   UROCE_SOAK_SECONDS=600 meson test -C build --suite soak --timeout-multiplier 3
 set -uo pipefail
 
 UROCED=${1:?usage: $0 UROCED UROCE_STAT SOAK_APP [SECONDS] [NQP]}
 STAT=${2:?}
 APP=${3:?}
-SECS=${4:-60}
+SECS=${UROCE_SOAK_SECONDS:-${4:-60}}  # the 10-minute run: UROCE_SOAK_SECONDS=600
 NQP=${5:-64}
 # shellcheck source=common.sh
 . "$(dirname "$0")/common.sh"
 need_root "network namespaces, veths, nftables, tc"
 need_tools ip nft tc timeout
 
-ID=$$
-NS_A=uroce-soak-$ID-a
-NS_B=uroce-soak-$ID-b
-NS_M=uroce-soak-$ID-m
-VA=us${ID}a MA=us${ID}ma VB=us${ID}b MB=us${ID}mb
-XA=us${ID}xa YA=us${ID}ya XB=us${ID}xb YB=us${ID}yb  # the detours
 WORK=$(mktemp -d /tmp/uroce-soak-XXXXXX)
-PID_A="" PID_B="" PID_APP="" PID_MON=""
+PID_MON=""
 pass() { echo "ok: [${SECONDS}s] $*"; }
+netns_cleanup_hook() { [ -n "$PID_MON" ] && kill "$PID_MON" 2>/dev/null; }
 
-cleanup() {
-  [ -n "$PID_MON" ] && kill "$PID_MON" 2>/dev/null
-  [ -n "$PID_APP" ] && stop_pid "$PID_APP" KILL >/dev/null 2>&1
-  [ -n "$PID_A" ] && stop_pid "$PID_A" TERM >/dev/null 2>&1
-  [ -n "$PID_B" ] && stop_pid "$PID_B" TERM >/dev/null 2>&1
-  for ns in "$NS_A" "$NS_B" "$NS_M"; do ip netns del "$ns" 2>/dev/null; done
-  rm -rf "/var/run/dpdk/uroce-soak-$ID-a" "/var/run/dpdk/uroce-soak-$ID-b"
-  if [ "$FAILS" -ne 0 ]; then
-    for d in a b; do echo "--- uroced $d log"; tail -30 "$WORK/uroced-$d.log" 2>/dev/null; done
-  fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-for ns in "$NS_A" "$NS_B" "$NS_M"; do ip netns add "$ns" || { echo "FAIL: ip netns add $ns"; exit 1; }; done
-ip link add "$VA" netns "$NS_A" type veth peer name "$MA" netns "$NS_M" || { echo "FAIL: veth"; exit 1; }
-ip link add "$VB" netns "$NS_B" type veth peer name "$MB" netns "$NS_M" || { echo "FAIL: veth"; exit 1; }
+# shellcheck source=netns_pair.sh
+. "$(dirname "$0")/netns_pair.sh"
+netns_pair soak us
+XA=us$$xa YA=us$$ya XB=us$$xb YB=us$$yb  # the detours
 ip -n "$NS_M" link add "$XA" type veth peer name "$YA" || { echo "FAIL: veth"; exit 1; }
 ip -n "$NS_M" link add "$XB" type veth peer name "$YB" || { echo "FAIL: veth"; exit 1; }
-for x in "$NS_A $VA" "$NS_B $VB" "$NS_M $MA" "$NS_M $MB" "$NS_M $XA" "$NS_M $YA" "$NS_M $XB" "$NS_M $YB"; do
-  read -r ns dev <<<"$x"
-  ip netns exec "$ns" sysctl -qw "net.ipv6.conf.$dev.disable_ipv6=1"
-  ip -n "$ns" link set "$dev" up
-done
+netns_link "$XA" "$YA" "$XB" "$YB"
 for x in "$XA" "$XB"; do  # the slow path: one htb class of 10 Mbit/s
   ip netns exec "$NS_M" tc qdisc add dev "$x" root handle 1: htb default 10 &&
     ip netns exec "$NS_M" tc class add dev "$x" parent 1: classid 1:10 htb rate 10mbit ||
@@ -105,48 +85,19 @@ nft_counts() {  # nft_counts CHAIN: "DROPPED DUPLICATED DETOURED"
          END { print d + 0, u + 0, f + 0 }'
 }
 
-conf() {  # conf NAME LCORE IFACE IP
-  cat >"$WORK/uroced-$1.conf" <<EOF
-[eal]
-args = --no-huge -m 256 --no-pci --file-prefix=uroce-soak-$ID-$1 --log-level=*:notice
-[daemon]
-socket = $WORK/uroced-$1.sock
-workers = $2
-idle_sleep_us = 50
-[port p0]
-device = net_af_packet0,iface=$3,framecnt=2048
-ipv4 = $4/24
-EOF
-}
-conf a 0 "$VA" 10.79.0.1
-conf b 1 "$VB" 10.79.0.2
-ip netns exec "$NS_A" env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced-a.conf" \
-  >"$WORK/uroced-a.log" 2>&1 &
-PID_A=$!
-ip netns exec "$NS_B" env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced-b.conf" \
-  >"$WORK/uroced-b.log" 2>&1 &
-PID_B=$!
-for _ in $(seq 1200); do
-  grep -q "uroced: running" "$WORK/uroced-a.log" && grep -q "uroced: running" "$WORK/uroced-b.log" && break
-  kill -0 "$PID_A" 2>/dev/null && kill -0 "$PID_B" 2>/dev/null || break
-  sleep 0.1
-done
-if ! grep -q "uroced: running" "$WORK/uroced-a.log" || ! grep -q "uroced: running" "$WORK/uroced-b.log"; then
-  fail "the daemons did not come up within 120 s"
-  exit 1
-fi
+netns_conf a "$VA" 10.79.0.1 "workers = 0"
+netns_conf b "$VB" 10.79.0.2 "workers = 1"
+netns_start_daemons
 pass "two uroced on af_packet behind a lossy, duplicating, reordering path (pids $PID_A, $PID_B)"
 
-stat() {  # stat NAME KEY -> value (empty if absent)
-  timeout 30 "$STAT" -s "$WORK/uroced-$1.sock" "$2" 2>/dev/null | awk -v k="$2" '$1 == k { print $2 }'
-}
+stat() { netns_stat "$@"; }
 sample() {  # sample PID -> "RSS_KB FDS"
   local rss
   rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null)
   echo "${rss:-0} $(ls "/proc/$1/fd" 2>/dev/null | wc -l)"
 }
 
-timeout $((SECS + 300)) "$APP" "$WORK/uroced-a.sock" "$WORK/uroced-b.sock" "$SECS" "$NQP" "$ID" \
+timeout $((SECS + 300)) "$APP" "$WORK/uroced-a.sock" "$WORK/uroced-b.sock" "$SECS" "$NQP" "$$" \
   >"$WORK/app.log" 2>&1 &
 PID_APP=$!
 T0=$SECONDS

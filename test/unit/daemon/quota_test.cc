@@ -3,9 +3,10 @@
 // Daemon over one engine whose port drops every frame, its control server on a Unix socket
 // served by a thread, and lib/client sessions. Each object kind refuses exactly at its quota
 // with ENOMEM and counts the refusal (quota.refused.KIND, session.N.quota_refused); freeing an
-// object makes room again; another session's quota is its own. An app that sends control
-// requests without reading the replies gets exactly max_outstanding replies, is not
-// disconnected, and is served again once it has read them; meanwhile another app is served.
+// object makes room again; another session's quota is its own (QPs, CQs, SRQs, MRs, MR bytes,
+// event fds, PDs, AHs). An app that sends control requests without reading the replies gets
+// exactly max_outstanding replies, is not disconnected, and is served again once it has read
+// them; meanwhile another app is served. An app over its message rate is slowed to it, alone.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -66,6 +67,7 @@ class FakePort : public daemon::PortView {
 using Eng = transport::Engine<NullPort, SteadyClock, transport::RingQueues>;
 
 constexpr uint32_t kOutstanding = 3;
+constexpr uint32_t kRateBurst = 8;
 
 struct Env {
   NullPort port;
@@ -86,6 +88,8 @@ struct Env {
     path = "/tmp/uroce-quota-test-" + std::to_string(getpid()) + ".sock";
     ctl::ServerOptions so;
     so.max_outstanding = q.ctl_outstanding;
+    so.max_rate = q.ctl_rate;
+    so.rate_burst = kRateBurst;
     auto srv = ctl::Server::listen(path.c_str(), so);
     EXPECT_TRUE(srv) << path;
     server = std::move(srv.value());
@@ -234,6 +238,49 @@ TEST(Quota, EveryObjectKindRefusesAtItsQuota) {
     EXPECT_EQ(a->destroy_qp(*q), 0);
 }
 
+TEST(Quota, PdsAndAhsRefuseAtTheirQuota) {
+  daemon::Quota q = small_quota();
+  q.pds = 2;
+  q.ahs = 3;
+  Env env(q);
+  auto a = open_ctx(env, "quota_pd");
+  auto b = open_ctx(env, "quota_pd_b");
+  ASSERT_TRUE(a && b);
+  uint32_t pd1 = 0, pd2 = 0, pd3 = 0;
+  ASSERT_EQ(a->alloc_pd(&pd1), 0);
+  ASSERT_EQ(a->alloc_pd(&pd2), 0);
+  EXPECT_EQ(a->alloc_pd(&pd3), ENOMEM);
+  EXPECT_EQ(Env::stat(*a, "quota.refused.pds"), 1u);
+  ASSERT_EQ(a->dealloc_pd(pd2), 0);  // room again
+  ASSERT_EQ(a->alloc_pd(&pd2), 0);
+
+  ctl::AhAttrPayload av{};
+  const wire::Gid peer = wire::Gid::from_ipv4(10, 9, 0, 2);
+  std::memcpy(av.dgid, peer.raw, 16);
+  av.is_global = 1;
+  av.port_num = 1;
+  uint32_t ah[4] = {};
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(a->create_ah(i == 2 ? pd2 : pd1, av, &ah[i]), 0);  // counted per app, any PD
+  EXPECT_EQ(a->create_ah(pd1, av, &ah[3]), ENOMEM);
+  EXPECT_EQ(Env::stat(*a, "quota.refused.ahs"), 1u);
+  ASSERT_EQ(a->destroy_ah(ah[0]), 0);
+  ASSERT_EQ(a->create_ah(pd1, av, &ah[0]), 0);
+
+  // b's quota is its own.
+  uint32_t pdb[2] = {}, ahb = 0;
+  ASSERT_EQ(b->alloc_pd(&pdb[0]), 0);
+  ASSERT_EQ(b->alloc_pd(&pdb[1]), 0);
+  ASSERT_EQ(b->create_ah(pdb[0], av, &ahb), 0);
+  EXPECT_EQ(Env::stat(*b, "quota.refused.pds"), 1u);  // daemon-wide: a's one refusal
+  EXPECT_EQ(
+      Env::stat(*b, "session." + std::to_string(b->server_info().session_id) + ".quota_refused"),
+      0u);
+  for (uint32_t h : {ah[0], ah[1], ah[2]})
+    EXPECT_EQ(a->destroy_ah(h), 0);
+  EXPECT_EQ(b->destroy_ah(ahb), 0);
+}
+
 TEST(Quota, EventFdsBoundCqsBelowTheCqQuota) {
   daemon::Quota q = small_quota();
   q.event_fds = 2;
@@ -299,6 +346,46 @@ TEST(Quota, UnreadRepliesStopTheServerReadingThatAppOnly) {
   EXPECT_EQ(Env::stat(*other, "daemon.sessions"), 2u);  // not disconnected
   ctl::DeviceAttrPayload d{};
   EXPECT_EQ(hostile->query_device(&d), 0);  // and its ordinary calls work again
+}
+
+TEST(Quota, MessageRateSlowsThatAppOnly) {
+  daemon::Quota q = small_quota();
+  q.ctl_rate = 20;  // per second, after a burst of kRateBurst
+  Env env(q);
+  auto hostile = open_ctx(env, "quota_rate");
+  auto other = open_ctx(env, "quota_rate_other");
+  ASSERT_TRUE(hostile && other);
+  // 18 synchronous requests: even with a full bucket at the first, the 10 past the burst are
+  // spaced 50 ms apart, so they take 0.5 s or more however fast (or slow) the machine is (a
+  // lower bound: load can only lengthen it); none fails.
+  constexpr int kCalls = 18;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kCalls; ++i) {
+    ctl::DeviceAttrPayload d{};
+    ASSERT_EQ(hostile->query_device(&d), 0) << i;
+  }
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(took, std::chrono::milliseconds(1000 * (kCalls - kRateBurst) / 20 - 50));
+  // other: hello + these 2 + stats, within its own burst: never slowed.
+  for (int i = 0; i < 2; ++i) {
+    ctl::DeviceAttrPayload d{};
+    ASSERT_EQ(other->query_device(&d), 0);
+  }
+  std::vector<ctl::StatEntry> v;
+  ASSERT_EQ(other->stats(&v), 0);
+  uint64_t refused = 0, refused_h = ~uint64_t{0}, refused_o = ~uint64_t{0};
+  const std::string ph = "session." + std::to_string(hostile->server_info().session_id) + ".";
+  const std::string po = "session." + std::to_string(other->server_info().session_id) + ".";
+  for (const auto &e : v) {
+    if (std::string("quota.refused.ctl_rate") == e.name) refused = e.value;
+    if (ph + "quota_refused" == e.name) refused_h = e.value;
+    if (po + "quota_refused" == e.name) refused_o = e.value;
+  }
+  EXPECT_GE(refused, 1u);
+  EXPECT_LE(refused, static_cast<uint64_t>(kCalls));  // at most once per request it sent
+  EXPECT_EQ(refused_h, refused);
+  EXPECT_EQ(refused_o, 0u);
+  EXPECT_EQ(Env::stat(*other, "daemon.sessions"), 2u);  // slowed, not disconnected
 }
 
 }  // namespace

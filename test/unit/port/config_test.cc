@@ -239,7 +239,8 @@ TEST(Config, Quotas) {
   EXPECT_EQ(d.daemon.quota.mr_bytes, uint64_t{1} << 36);
   const Config c = parse(
       "[daemon]\nquota_qps = 3\nquota_cqs = 4\nquota_srqs = 0\nquota_mrs = 5\n"
-      "quota_mr_bytes = 1099511627776\nquota_ctl_outstanding = 1\nquota_event_fds = 7\n",
+      "quota_mr_bytes = 1099511627776\nquota_ctl_outstanding = 1\nquota_event_fds = 7\n"
+      "quota_pds = 2\nquota_ahs = 16384\nquota_ctl_rate = 500\n",
       "t.conf");
   EXPECT_EQ(c.daemon.quota.qps, 3u);
   EXPECT_EQ(c.daemon.quota.cqs, 4u);
@@ -248,14 +249,25 @@ TEST(Config, Quotas) {
   EXPECT_EQ(c.daemon.quota.mr_bytes, uint64_t{1} << 40);
   EXPECT_EQ(c.daemon.quota.ctl_outstanding, 1u);
   EXPECT_EQ(c.daemon.quota.event_fds, 7u);
+  EXPECT_EQ(c.daemon.quota.pds, 2u);
+  EXPECT_EQ(c.daemon.quota.ahs, 16384u);
+  EXPECT_EQ(d.daemon.quota.pds, 64u);
+  EXPECT_EQ(d.daemon.quota.ahs, 256u);
+  EXPECT_EQ(c.daemon.quota.ctl_rate, 500u);
+  EXPECT_EQ(d.daemon.quota.ctl_rate, 0u);
   EXPECT_EQ(parse("[daemon]\n", "t.conf", {"daemon.quota_qps=9"}).daemon.quota.qps, 9u);
   expect_error("[daemon]\nquota_qps = 0\n", {"t.conf:2", "'quota_qps'", "out of range [1, 16384]"});
   expect_error("[daemon]\nquota_ctl_outstanding = 33\n",
                {"t.conf:2", "'quota_ctl_outstanding'", "out of range [1, 32]"});
   expect_error("[daemon]\nquota_mr_bytes = 4095\n",
                {"t.conf:2", "'quota_mr_bytes'", "out of range"});
+  expect_error("[daemon]\nquota_pds = 0\n", {"t.conf:2", "'quota_pds'", "out of range [1, 16384]"});
+  expect_error("[daemon]\nquota_ahs = 16385\n",
+               {"t.conf:2", "'quota_ahs'", "out of range [1, 16384]"});
+  expect_error("[daemon]\nquota_ctl_rate = 1000001\n",
+               {"t.conf:2", "'quota_ctl_rate'", "out of range [0, 1000000]"});
   expect_error("[daemon]\nquota_mrs = many\n", {"t.conf:2", "'quota_mrs'", "bad number"});
-  expect_error("[daemon]\nquota_fds = 1\n", {"t.conf:2", "unknown key", "quota_event_fds"});
+  expect_error("[daemon]\nquota_eventfds = 1\n", {"t.conf:2", "unknown key", "quota_event_fds"});
 }
 
 TEST(Config, Duplicates) {

@@ -197,6 +197,11 @@ start_all() {  # start_all ALGORITHM
   done
   [ $ok = 1 ] || { fail "$1: the daemons did not come up within 120 s"; exit 1; }
   pass "$1: three uroced up (pids $PID_S1 $PID_S2 $PID_R)"
+  if [ "$1" = dcqcn ]; then  # af_packet reports 10 Gb/s: the RP's line rate (doc/congestion.md)
+    grep -q "port p0: dcqcn line rate 10000 Mb/s (link speed)" "$WORK/uroced-s1.log" &&
+      pass "dcqcn: S1's line rate is its link speed, 10000 Mb/s" ||
+      fail "dcqcn: S1 did not log 'dcqcn line rate 10000 Mb/s (link speed)'"
+  fi
 }
 
 stat() {  # stat NODE KEY -> value (empty if absent)

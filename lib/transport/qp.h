@@ -158,6 +158,7 @@ struct alignas(64) QpT {
   // DCQCN reaction point and pacer (cc.cc); used only when EngineConfig::dcqcn is set
   DcqcnRp rp;
   Pacer pacer;
+  uint64_t rate_limit_bps = 0;  // IBV_QP_RATE_LIMIT: the pacer never exceeds it (0: none)
   QpTimer cc_timer, pace_timer;
 
   QpTimer rnr_timer;

@@ -91,6 +91,50 @@ TEST(RateLimit, TheLowerOfTheLimitAndDcqcnWins) {
   EXPECT_LT(t2, 9'000'000u);
 }
 
+// READ responses are paced like requests: node 0 READs 1 MiB from node 1, whose QP (the
+// responder) is limited to 1 Gb/s; unlimited, the same READ takes under 2 ms.
+uint64_t read_time(uint32_t responder_limit_kbps) {
+  EngineConfig cfg;
+  cfg.line_rate_mbps = 10000;
+  Net net(11, 2, cfg, 4096);
+  const uint32_t acc = kAccessLocalWrite | kAccessRemoteRead;
+  Buf a = net.reg(0, kMsg, acc, kVaA);
+  Buf b = net.reg(1, kMsg, acc, kVaB);
+  for (size_t i = 0; i < b.mem.size(); ++i)
+    b.mem[i] = static_cast<uint8_t>(i * 5 + (i >> 11));
+  test::Bottleneck bn;
+  bn.bits_per_ns = 10.0;
+  net.link.set_bottleneck(*net.node(0).ep, bn);
+  auto [qa, qb] = net.connect(0, 1);
+  if (responder_limit_kbps) {
+    QpAttr r;
+    r.rate_limit_kbps = responder_limit_kbps;
+    EXPECT_EQ(net.e(1).modify_qp(qb, r, kQpRateLimit), 0);
+  }
+  SendWr w = make_wr(1, WrOpcode::kRdmaRead, a, 0, kMsg);
+  w.remote_addr = kVaB;
+  w.rkey = b.key;
+  const uint64_t t0 = net.clock.now_ns();
+  EXPECT_EQ(net.e(0).post_send(qa, w), 0);
+  std::vector<Wc> wcs;
+  if (!net.wait_wc(0, wcs, 1) || wcs.size() != 1 || wcs[0].status != WcStatus::kSuccess) {
+    ADD_FAILURE() << "the READ did not complete";
+    return 0;
+  }
+  EXPECT_EQ(std::memcmp(a.mem.data(), b.mem.data(), kMsg), 0);
+  return net.clock.now_ns() - t0;
+}
+
+TEST(RateLimit, PacesReadResponses) {
+  const uint64_t free_ns = read_time(0);
+  EXPECT_GT(free_ns, 0u);
+  EXPECT_LT(free_ns, 2'000'000u);
+  const double want_ns = kPacedBits / 1.0;  // 1 Gb/s
+  const uint64_t t = read_time(1'000'000);
+  EXPECT_GT(t, want_ns * 0.98);
+  EXPECT_LT(t, want_ns * 1.02 + 200'000);
+}
+
 TEST(RateLimit, ModifyAcceptsRcUcInRtrRtsSqdAndTheRange) {
   EngineConfig cfg;
   Net net(9, 2, cfg, 4096);

@@ -63,6 +63,15 @@ extern "C" void on_signal(int) {
   if (Sleeper *s = g_main_sleeper.load(std::memory_order_relaxed)) s->signal();
 }
 
+// DCQCN's line rate (the rate an unthrottled QP sends at, the ceiling of its target rate) is
+// the port's link speed when the PMD reports one, else the engine's default (100 Gb/s).
+void set_line_rate(const port::EthPort &p, transport::EngineConfig *e) {
+  if (const uint32_t mbps = p.link_speed_mbps()) e->line_rate_mbps = mbps;
+  if (e->dcqcn)
+    std::printf("port %s: dcqcn line rate %.0f Mb/s (%s)\n", p.name().c_str(), e->line_rate_mbps,
+                p.link_speed_mbps() ? "link speed" : "no link speed reported: default");
+}
+
 void usage(FILE *f) {
   std::fprintf(f,
                "usage: uroced [-c FILE] [--set SECTION.KEY=VALUE]... [--check]\n"
@@ -221,6 +230,7 @@ int run(int argc, char **argv) {
     transport::EngineConfig ecfg;
     ecfg.ecn = cfg.ports[0].ecn;
     apply_cc(cfg.ports[0].cc, &ecfg);
+    set_line_rate(*ports[0], &ecfg);
     ecfg.seed = 0;  // memory keys and QPNs from getrandom(2) in every engine (doc/security.md)
     // One engine per worker: worker 0 on the main lcore sends through ports[0]'s EthPort
     // (queue 0), worker w through its own queue w; QPNs carry the worker (daemon/lcore.h).
@@ -259,6 +269,7 @@ int run(int argc, char **argv) {
       c.tables = nullptr;  // a device of its own, its engine its tables' only reader
       c.ecn = cfg.ports[i].ecn;
       apply_cc(cfg.ports[i].cc, &c);
+      set_line_rate(*ports[i], &c);
       port_engines.push_back(std::make_unique<RoceEngine>(*ports[i], clock, c));
     }
     std::unique_ptr<HandOff> handoff;

@@ -159,8 +159,12 @@ int query_device_ex_op(ibv_context *ctx, const ibv_query_device_ex_input *in,
   if (rc) return rc;
   ibv_device_attr_ex x{};
   fill_device_attr(d, &x.orig_attr);
-  // The extended fields: no ODP, no TSO, no RSS, no timestamps, no packet pacing, no TM.
+  // The extended fields: no ODP, no TSO, no RSS, no timestamps, no TM. Packet pacing: the
+  // per-QP rate limit (IBV_QP_RATE_LIMIT) of RC and UC QPs, in kbit/s.
   x.max_dm_size = 0;
+  x.packet_pacing_caps.qp_rate_limit_min = ctl::kRateLimitMinKbps;
+  x.packet_pacing_caps.qp_rate_limit_max = ctl::kRateLimitMaxKbps;
+  x.packet_pacing_caps.supported_qpts = (1u << IBV_QPT_RC) | (1u << IBV_QPT_UC);
   x.device_cap_flags_ex = x.orig_attr.device_cap_flags;  // the 64-bit copy, as rdma-core fills it
   x.phys_port_cnt_ex = d.phys_port_cnt;
   std::memset(attr, 0, len);

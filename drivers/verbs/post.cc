@@ -251,8 +251,9 @@ void fill_context_ops(Context *c) noexcept {
   v.create_cq_ex = create_cq_ex_op;
   v.create_qp_ex = create_qp_ex_op;
   v.create_srq_ex = create_srq_ex_op;
+  v.modify_qp_rate_limit = modify_qp_rate_limit_op;
   // Everything else (flows, WQs, RSS tables, DM, counters, XRC, parent domains, TDs, ESP,
-  // modify_cq, rate limits, advise_mr, null MR, open_qp) stays NULL: the inline wrappers in
+  // modify_cq, advise_mr, null MR, open_qp) stays NULL: the inline wrappers in
   // verbs.h then fail with EOPNOTSUPP (or NULL + errno EOPNOTSUPP), as for any provider that
   // lacks them.
 }

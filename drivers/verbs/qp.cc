@@ -97,6 +97,15 @@ ibv_qp *create_qp_ex_op(ibv_context *context, ibv_qp_init_attr_ex *attr) noexcep
   }
   return &b;
 }
+// ibv_modify_qp_rate_limit: the QP's maximum send rate (kbit/s, 0: none), as IBV_QP_RATE_LIMIT.
+// max_burst_sz and typical_pkt_sz are accepted and not used: the pacer's burst is a few MTUs.
+int modify_qp_rate_limit_op(ibv_qp *qp, ibv_qp_rate_limit_attr *attr) noexcept {
+  if (qp == nullptr || attr == nullptr || attr->comp_mask != 0) return EINVAL;
+  ibv_qp_attr a{};
+  a.rate_limit = attr->rate_limit;
+  return ibv_modify_qp(qp, &a, IBV_QP_RATE_LIMIT);
+}
+
 }  // namespace uroce::verbs
 
 UV_EXPORT ibv_qp *ibv_create_qp(ibv_pd *pd, ibv_qp_init_attr *attr) {
@@ -129,8 +138,8 @@ UV_EXPORT int ibv_modify_qp(ibv_qp *qp, ibv_qp_attr *attr, int mask) {
       IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_TIMEOUT |
       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_RQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC |
       IBV_QP_ALT_PATH | IBV_QP_MIN_RNR_TIMER | IBV_QP_SQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-      IBV_QP_PATH_MIG_STATE | IBV_QP_CAP | IBV_QP_DEST_QPN;
-  if (mask & ~kKnown) return EOPNOTSUPP;          // RATE_LIMIT
+      IBV_QP_PATH_MIG_STATE | IBV_QP_CAP | IBV_QP_DEST_QPN | IBV_QP_RATE_LIMIT;
+  if (mask & ~kKnown) return EOPNOTSUPP;
   if (mask & IBV_QP_ALT_PATH) return EOPNOTSUPP;  // no automatic path migration
   ctl::QpAttrPayload a{};
   a.qp_state = attr->qp_state;
@@ -157,6 +166,7 @@ UV_EXPORT int ibv_modify_qp(ibv_qp *qp, ibv_qp_attr *attr, int mask) {
   a.retry_cnt = attr->retry_cnt;
   a.rnr_retry = attr->rnr_retry;
   a.path_mig_state = attr->path_mig_state;
+  a.rate_limit = attr->rate_limit;  // kbit/s: the pacer's ceiling (doc/congestion.md)
   to_ah_payload(attr->ah_attr, &a.ah_attr);
   const int rc = ctl_call(q->ctx, [&](client::Context &k) {
     return k.modify_qp(*q->c, a, static_cast<uint32_t>(mask));
@@ -197,6 +207,7 @@ UV_EXPORT int ibv_query_qp(ibv_qp *qp, ibv_qp_attr *attr, int mask, ibv_qp_init_
   attr->cap.max_recv_sge = a.max_recv_sge;
   attr->cap.max_inline_data = a.max_inline_data;
   from_ah_payload(a.ah_attr, &attr->ah_attr);
+  attr->rate_limit = a.rate_limit;
   attr->pkey_index = a.pkey_index;
   attr->en_sqd_async_notify = a.en_sqd_async_notify;
   attr->sq_draining = a.sq_draining;

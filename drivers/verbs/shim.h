@@ -212,6 +212,7 @@ int req_notify_cq_op(ibv_cq *cq, int solicited_only) noexcept;  // poll.cc
 void clean_cq(Cq *q, uint32_t qpn) noexcept;                                       // poll.cc
 ibv_cq_ex *create_cq_ex_op(ibv_context *ctx, ibv_cq_init_attr_ex *attr) noexcept;  // cq.cc
 ibv_qp *create_qp_ex_op(ibv_context *ctx, ibv_qp_init_attr_ex *attr) noexcept;     // qp.cc
+int modify_qp_rate_limit_op(ibv_qp *qp, ibv_qp_rate_limit_attr *attr) noexcept;    // qp.cc
 ibv_srq *create_srq_ex_op(ibv_context *ctx, ibv_srq_init_attr_ex *attr) noexcept;  // srq.cc
 void to_ah_payload(const ibv_ah_attr &a, ctl::AhAttrPayload *p) noexcept;          // ah.cc
 void from_ah_payload(const ctl::AhAttrPayload &p, ibv_ah_attr *a) noexcept;        // ah.cc

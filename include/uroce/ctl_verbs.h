@@ -239,23 +239,28 @@ struct QpAttrPayload {
   uint8_t reserved0;
   uint32_t path_mig_state;
   AhAttrPayload ah_attr;
+  uint32_t rate_limit;  // kbit/s (IBV_QP_RATE_LIMIT), 0: none
 };
-static_assert(sizeof(QpAttrPayload) == 100 && offsetof(QpAttrPayload, pkey_index) == 52 &&
+static_assert(sizeof(QpAttrPayload) == 104 && offsetof(QpAttrPayload, pkey_index) == 52 &&
               offsetof(QpAttrPayload, path_mig_state) == 64 &&
-              offsetof(QpAttrPayload, ah_attr) == 68);
+              offsetof(QpAttrPayload, ah_attr) == 68 && offsetof(QpAttrPayload, rate_limit) == 100);
+
+// IBV_QP_RATE_LIMIT values accepted besides 0 (packet_pacing_caps; transport/verbs_types.h).
+constexpr uint32_t kRateLimitMinKbps = 1000;
+constexpr uint32_t kRateLimitMaxKbps = 400'000'000;
 
 struct ModifyQpPayload {
   uint32_t qpn;
   uint32_t attr_mask;
   QpAttrPayload attr;
 };
-static_assert(sizeof(ModifyQpPayload) == 108 && offsetof(ModifyQpPayload, attr) == 8);
+static_assert(sizeof(ModifyQpPayload) == 112 && offsetof(ModifyQpPayload, attr) == 8);
 
 struct QueryQpReply {
   QpAttrPayload attr;
   CreateQpPayload init;
 };
-static_assert(sizeof(QueryQpReply) == 148 && offsetof(QueryQpReply, init) == 100);
+static_assert(sizeof(QueryQpReply) == 152 && offsetof(QueryQpReply, init) == 104);
 
 struct CreateSrqPayload {
   uint32_t pd;

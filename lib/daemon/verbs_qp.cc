@@ -108,6 +108,9 @@ int Daemon::do_create_qp(Session &s, ctl::Message &m, Reply &r) {
   return 0;
 }
 
+static_assert(ctl::kRateLimitMinKbps == transport::kRateLimitMinKbps &&
+              ctl::kRateLimitMaxKbps == transport::kRateLimitMaxKbps);
+
 int Daemon::do_modify_qp(Session &s, ctl::Message &m, Reply &) {
   ctl::ModifyQpPayload p{};
   if (!m.payload_as(&p)) return -EINVAL;
@@ -137,6 +140,7 @@ int Daemon::do_modify_qp(Session &s, ctl::Message &m, Reply &) {
   a.retry_cnt = x.retry_cnt;
   a.rnr_retry = x.rnr_retry;
   a.path_mig_state = x.path_mig_state;
+  a.rate_limit_kbps = x.rate_limit;
   if (p.attr_mask & transport::kQpAv) {
     const int rc = path_from_ah(x.ah_attr, &a.ah);
     if (rc) return rc;
@@ -182,6 +186,7 @@ int Daemon::do_query_qp(Session &s, ctl::Message &m, Reply &r) {
   x.retry_cnt = a.retry_cnt;
   x.rnr_retry = a.rnr_retry;
   x.path_mig_state = a.path_mig_state;
+  x.rate_limit = a.rate_limit_kbps;
   std::memcpy(x.ah_attr.dgid, a.ah.dgid.raw, 16);
   x.ah_attr.flow_label = a.ah.flow_label;
   x.ah_attr.hop_limit = a.ah.hop_limit;

@@ -226,6 +226,14 @@ std::string EthPort::link_status() const {
   return s;
 }
 
+uint32_t EthPort::link_speed_mbps() const noexcept {
+  rte_eth_link link{};
+  if (rte_eth_link_get_nowait(port_id_, &link) != 0 || link.link_status == RTE_ETH_LINK_DOWN ||
+      link.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN)
+    return 0;
+  return link.link_speed;  // RTE_ETH_SPEED_NUM_NONE is 0
+}
+
 bool EthPort::promiscuous() const noexcept {
   return rte_eth_promiscuous_get(port_id_) == 1;
 }

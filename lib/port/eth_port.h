@@ -143,7 +143,8 @@ class EthPort {
   const Arp &arp() const noexcept { return *arp_; }
   const Nd &nd() const noexcept { return *nd_; }
   const PortCounters &counters() const noexcept { return c_; }
-  std::string link_status() const;  // "up 10000 Mb/s full-duplex" / "down"
+  std::string link_status() const;            // "up 10000 Mb/s full-duplex" / "down"
+  uint32_t link_speed_mbps() const noexcept;  // 0 when the PMD reports none (or link down)
   // The neighbour side for uroce-stat: f(name, value) for the ARP / ND resolution counters
   // (arp.tx_requests arp.rx_replies arp.reply_ignored.REASON nd.tx_ns nd.rx_na
   // nd.na_ignored.REASON neigh_failures neigh_failures.no_answer neigh_failures.answer_ignored,

@@ -17,6 +17,7 @@ void EngineCoreT<Q>::cc_init_qp(Qp &qp) noexcept {
   qp.cc_timer.kind = kTimerCc;
   qp.pace_timer.kind = kTimerPace;
   qp.paced = false;
+  qp.rate_limit_bps = 0;
   if (cfg_.dcqcn) qp.rp.init(cfg_.dcqcn, cfg_.line_rate_mbps);
 }
 
@@ -31,9 +32,15 @@ void EngineCoreT<Q>::cc_stop(Qp &qp) noexcept {
 
 template <class Q>
 void EngineCoreT<Q>::cc_apply(Qp &qp) noexcept {
+  // The pacer runs at the lower of the RP's rate (when throttled) and the QP's rate limit.
+  uint64_t bps = 0;
   if (qp.rp.throttled()) {
-    const uint64_t bps = static_cast<uint64_t>(qp.rp.rate_mbps() * 1e6);
-    qp.pacer.set_rate(bps ? bps : 1, kPaceBurstFrames * (qp.mtu + kPaceOverhead), now_);
+    bps = static_cast<uint64_t>(qp.rp.rate_mbps() * 1e6);
+    if (bps == 0) bps = 1;
+  }
+  if (qp.rate_limit_bps != 0 && (bps == 0 || qp.rate_limit_bps < bps)) bps = qp.rate_limit_bps;
+  if (bps != 0) {
+    qp.pacer.set_rate(bps, kPaceBurstFrames * (qp.mtu + kPaceOverhead), now_);
     qp.paced = true;
   } else {
     qp.pacer.set_rate(0, 0, now_);

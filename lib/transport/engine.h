@@ -126,7 +126,8 @@ uint32_t Engine<Port, Clk, Q>::poll(uint64_t now_ns) noexcept {
     if (!port_full && n < budget) n += run_requester(*q, budget - n, &port_full);
     sent += n;
     // Keep the QP on the list only while it still has something it can do now.
-    const bool more_resp = !q->acks.empty() || q->fatal_nak_pending || q->cnp_pending;
+    const bool more_resp =
+        (!q->acks.empty() && !q->resp_paced) || q->fatal_nak_pending || q->cnp_pending;
     // (Shared rings: the ring may hold WQEs not copied yet, and the requester still holds the
     // doorbell token: it comes back to copy them, or to give the token back.)
     const bool more_req = q->state == QpState::kRts && !q->rnr_wait &&

@@ -188,6 +188,10 @@ int EngineCoreT<Q>::modify_qp(uint32_t qpn, const QpAttr &attr, uint32_t mask) n
     q.sq_psn = attr.sq_psn & wire::kPsnMask;
     q.req_psn = q.comp_psn = q.sent_psn = q.sq_psn;
   }
+  if (mask & kQpRateLimit) {
+    q.rate_limit_bps = uint64_t{attr.rate_limit_kbps} * 1000;
+    cc_apply(q);
+  }
 
   if (!(mask & kQpState) || next == q.state) {
     if (q.state == QpState::kRts && q.has_send_work()) activate(q);
@@ -200,6 +204,7 @@ int EngineCoreT<Q>::modify_qp(uint32_t qpn, const QpAttr &attr, uint32_t mask) n
       wheel_.cancel(&q.retrans_timer);
       wheel_.cancel(&q.rnr_timer);
       cc_stop(q);
+      q.rate_limit_bps = 0;
       deactivate(q);
       q.sq.reset();
       if (!q.srq) q.rq.reset();
@@ -275,6 +280,7 @@ int EngineCoreT<Q>::query_qp(uint32_t qpn, QpAttr *a, QpInitAttr *init) const no
     a->retry_cnt = q.retry_cnt;
     a->rnr_retry = q.rnr_retry;
     a->path_mig_state = q.path_mig_state;
+    a->rate_limit_kbps = static_cast<uint32_t>(q.rate_limit_bps / 1000);
   }
   if (init) {
     *init = QpInitAttr{};

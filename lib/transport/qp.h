@@ -81,6 +81,7 @@ struct alignas(64) QpT {
   bool resp_in_msg = false;    // a multi-packet SEND / WRITE is in progress
   bool resp_nak_sent = false;  // a PSN sequence error NAK is outstanding (one per gap)
   bool paced = false;          // DCQCN throttles the QP: the requester asks the pacer (cc.cc)
+  bool resp_paced = false;     // READ responses wait for the pacer (its timer re-activates)
   QpType type = QpType::kRc;
   QpState state = QpState::kReset;
   uint32_t index = 0;
@@ -158,6 +159,7 @@ struct alignas(64) QpT {
   // DCQCN reaction point and pacer (cc.cc); used only when EngineConfig::dcqcn is set
   DcqcnRp rp;
   Pacer pacer;
+  uint64_t rate_limit_bps = 0;  // IBV_QP_RATE_LIMIT: the pacer never exceeds it (0: none)
   QpTimer cc_timer, pace_timer;
 
   QpTimer rnr_timer;

@@ -82,7 +82,7 @@ constexpr Table make_table() {
 
 constexpr Table kTable = make_table();
 
-// Bits the engine understands at all; anything else (e.g. IBV_QP_CAP, RATE_LIMIT) is refused
+// Bits the engine understands at all; anything else (e.g. IBV_QP_CAP) is refused
 // through the table, which never allows them.
 constexpr uint32_t kAccessAllowed = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
                                     kAccessRemoteAtomic | kAccessMwBind | kAccessRelaxedOrdering;
@@ -107,6 +107,20 @@ int qp_check_modify(QpType type, QpState cur, const QpAttr &attr, uint32_t mask,
     if (attr.cur_qp_state != cur) return EINVAL;
   }
   const QpState next = (mask & kQpState) ? attr.qp_state : cur;
+  // IBV_QP_RATE_LIMIT (as on ConnectX, outside the IBTA table): RC / UC QPs that are or go to
+  // RTR, RTS or SQD; 0 or a rate in packet_pacing_caps' range.
+  if (mask & kQpRateLimit) {
+    if (type != QpType::kRc && type != QpType::kUc) return EINVAL;
+    if (next != QpState::kRtr && next != QpState::kRts && next != QpState::kSqd) return EINVAL;
+    if (attr.rate_limit_kbps != 0 &&
+        (attr.rate_limit_kbps < kRateLimitMinKbps || attr.rate_limit_kbps > kRateLimitMaxKbps))
+      return EINVAL;
+    mask &= ~kQpRateLimit;
+    if (mask == 0) {
+      *next_out = cur;
+      return 0;
+    }
+  }
   const QpTransition tr = qp_transition(type, cur, next);
   if (!tr.valid) return EINVAL;
   if ((mask & tr.required) != tr.required) return EINVAL;

@@ -83,6 +83,7 @@ bool Engine<Port, Clk, Q>::send_cnp(Qp &qp) noexcept {
 template <TxPort Port, Clock Clk, class Q>
 uint32_t Engine<Port, Clk, Q>::run_responses(Qp &qp, uint32_t budget, bool *port_full) noexcept {
   uint32_t n = 0;
+  qp.resp_paced = false;
   if (qp.fatal_nak_pending) {
     if (!send_ack(qp, qp.fatal_nak_syndrome, qp.fatal_nak_psn, qp.resp_msn)) {
       *port_full = true;
@@ -142,6 +143,11 @@ uint32_t Engine<Port, Clk, Q>::run_responses(Qp &qp, uint32_t budget, bool *port
           const uint32_t plen = left < qp.mtu ? left : qp.mtu;
           const bool first = psn == r.first_psn;
           const bool last = psn == r.last_psn;
+          // A paced QP's READ responses wait for its pacer like its requests (cc.cc).
+          if (qp.paced && !this->cc_may_send(qp, plen + this->kPaceOverhead)) {
+            qp.resp_paced = true;
+            return n;
+          }
           wire::PacketDesc d;
           d.path = &qp.path;
           d.ip_id = ip_id_++;
@@ -178,6 +184,7 @@ uint32_t Engine<Port, Clk, Q>::run_responses(Qp &qp, uint32_t budget, bool *port
           }
           ++qp.stats.tx_pkts;
           ++n;
+          if (qp.paced) this->cc_sent(qp, plen + this->kPaceOverhead);
           r.reply_psn = wire::psn_add(psn, 1);
           if (last) {
             qp.acks.pop();

@@ -303,6 +303,12 @@ struct QpAttr {
   uint8_t retry_cnt = 0;
   uint8_t rnr_retry = 0;
   uint32_t path_mig_state = 0;
+  uint32_t rate_limit_kbps = 0;  // IBV_QP_RATE_LIMIT: the QP's maximum send rate, 0 = none
 };
+
+// packet_pacing_caps (ibv_query_device_ex): the IBV_QP_RATE_LIMIT values accepted, in kbit/s,
+// besides 0 (no limit), for RC and UC QPs; the pacer (pacer.h) holds them (doc/congestion.md).
+constexpr uint32_t kRateLimitMinKbps = 1000;
+constexpr uint32_t kRateLimitMaxKbps = 400'000'000;
 
 }  // namespace uroce::transport

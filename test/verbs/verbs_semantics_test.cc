@@ -1975,3 +1975,42 @@ int main(int argc, char **argv) {
   if (g_list) ibv_free_device_list(g_list);
   return rc;
 }
+
+// ---- IBV_QP_RATE_LIMIT and packet_pacing_caps (doc/congestion.md) -----------------------------
+
+int rate_limit_of(ibv_qp *qp) {
+  ibv_qp_attr a{};
+  ibv_qp_init_attr ia{};
+  if (ibv_query_qp(qp, &a, IBV_QP_RATE_LIMIT, &ia)) return -1;
+  return static_cast<int>(a.rate_limit);
+}
+
+TEST_F(Verbs, RateLimitAndPacketPacingCaps) {
+  ibv_device_attr_ex x{};
+  ASSERT_EQ(ibv_query_device_ex(a.ctx, nullptr, &x), 0);
+  EXPECT_EQ(x.packet_pacing_caps.qp_rate_limit_min, 1000u);
+  EXPECT_EQ(x.packet_pacing_caps.qp_rate_limit_max, 400'000'000u);
+  EXPECT_EQ(x.packet_pacing_caps.supported_qpts, (1u << IBV_QPT_RC) | (1u << IBV_QPT_UC));
+  pair();
+  ibv_qp_attr at{};
+  at.rate_limit = 50'000;
+  EXPECT_EQ(ibv_modify_qp(qa, &at, IBV_QP_RATE_LIMIT), 0);
+  EXPECT_EQ(rate_limit_of(qa), 50'000);
+  ibv_qp_rate_limit_attr rl{};
+  rl.rate_limit = 2000;
+  rl.max_burst_sz = 4096;
+  rl.typical_pkt_sz = 1024;
+  EXPECT_EQ(ibv_modify_qp_rate_limit(qa, &rl), 0);
+  EXPECT_EQ(rate_limit_of(qa), 2000);
+  rl.rate_limit = 999;  // under qp_rate_limit_min
+  EXPECT_EQ(ibv_modify_qp_rate_limit(qa, &rl), EINVAL);
+  rl.rate_limit = 2000;
+  rl.comp_mask = 1;
+  EXPECT_EQ(ibv_modify_qp_rate_limit(qa, &rl), EINVAL);
+  EXPECT_EQ(rate_limit_of(qa), 2000);
+  // A UD QP is not in supported_qpts.
+  ibv_qp *u = qp(a, IBV_QPT_UD);
+  ASSERT_NE(u, nullptr);
+  rl.comp_mask = 0;
+  EXPECT_EQ(ibv_modify_qp_rate_limit(u, &rl), EINVAL);
+}

@@ -39,7 +39,8 @@ enum VerbsType : uint16_t {
   kStats,                          // StatsRequest -> StatsReply (counters, paginated)
   kGetAsyncEvents,                 // empty -> AsyncEventsReply (the session's pending events)
   kModifySrq,                      // ModifySrqPayload -> empty (arm / disarm the limit event)
-  kLastVerbsType = kModifySrq,
+  kResizeCq,                       // ResizeCqPayload -> CreateCqReply + fd: the new ring memfd
+  kLastVerbsType = kResizeCq,
 };
 
 // A generic object handle (PD, CQ, SRQ, AH, QPN, MR lkey).
@@ -283,6 +284,15 @@ struct ModifySrqPayload {
 };
 static_assert(sizeof(ModifySrqPayload) == 8);
 
+// ibv_resize_cq: the CQ gets a new ring of pow2(cqe) slots holding the completions the app had
+// not consumed, in order (EINVAL when more are waiting than fit); the reply is a CreateCqReply
+// with one fd (the new ring; the eventfd stays). The app polls the old ring no more.
+struct ResizeCqPayload {
+  uint32_t cq;
+  uint32_t cqe;  // requested depth, >= 1
+};
+static_assert(sizeof(ResizeCqPayload) == 8);
+
 struct CreateAhPayload {
   uint32_t pd;
   uint32_t reserved;
@@ -362,6 +372,7 @@ inline constexpr VerbsSpec kVerbsSpecs[] = {
     {kStats, sizeof(StatsRequest), 0, 0, sizeof(StatsReply), 0},
     {kGetAsyncEvents, 0, 0, 0, sizeof(AsyncEventsReply), 0},
     {kModifySrq, sizeof(ModifySrqPayload), 0, 0, 0, 0},
+    {kResizeCq, sizeof(ResizeCqPayload), 0, 0, sizeof(CreateCqReply), 1},
 };
 static_assert(sizeof(kVerbsSpecs) / sizeof(kVerbsSpecs[0]) == kLastVerbsType - kFirstVerbsType + 1);
 

@@ -1799,6 +1799,100 @@ TEST_F(Verbs, ResetRemovesTheQpsUnpolledCompletions) {
   EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
 }
 
+// ibv_resize_cq: the completions not yet polled stay, in order, through a shrink and a grow; a
+// shrink below them is EINVAL (rxe) with the CQ unchanged; the arm carries over; completions
+// arriving while the CQ is resized again and again are all delivered, in order.
+TEST_F(Verbs, ResizeCqKeepsUnpolledAndInFlightCompletions) {
+  ibv_comp_channel *ch = ibv_create_comp_channel(a.ctx);
+  ASSERT_NE(ch, nullptr);
+  ibv_cq *cq = ibv_create_cq(a.ctx, 3, nullptr, ch, 0);
+  ASSERT_NE(cq, nullptr);
+  EXPECT_EQ(ibv_resize_cq(cq, 0), EINVAL);
+  EXPECT_EQ(ibv_resize_cq(cq, -1), EINVAL);
+  ibv_device_attr da{};
+  ASSERT_EQ(ibv_query_device(a.ctx, &da), 0);
+  EXPECT_EQ(ibv_resize_cq(cq, da.max_cqe + 1), EINVAL);
+  ASSERT_EQ(ibv_resize_cq(cq, 1), 0);  // before any QP uses it
+  EXPECT_GE(cq->cqe, 1);
+  ASSERT_EQ(ibv_resize_cq(cq, 16), 0);
+  EXPECT_GE(cq->cqe, 16);
+  ibv_qp *x = make_qp(a, IBV_QPT_RC, nullptr, 64, cq);
+  ASSERT_NE(x, nullptr);
+  ASSERT_EQ(to_init(x, {}), 0);
+  ibv_sge rs = sge_a(0, 64);
+  for (int j = 0; j < 6; ++j)
+    ASSERT_EQ(post_recv(x, j, &rs, 1), 0);
+  ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+  ibv_qp_attr err{};
+  err.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ibv_modify_qp(x, &err, IBV_QP_STATE), 0);  // six flushes, written together
+  auto wait_event = [&] {
+    pollfd p{ch->fd, POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, kWaitMs), 1);
+    ibv_cq *evcq = nullptr;
+    void *evctx = nullptr;
+    ASSERT_EQ(ibv_get_cq_event(ch, &evcq, &evctx), 0);
+    EXPECT_EQ(evcq, cq);
+    ibv_ack_cq_events(cq, 1);
+  };
+  wait_event();
+  const int before = cq->cqe;
+  EXPECT_EQ(ibv_resize_cq(cq, 4), EINVAL);  // six are waiting
+  EXPECT_EQ(cq->cqe, before);
+  ibv_wc wc;
+  ASSERT_TRUE(poll_one(cq, &wc));
+  EXPECT_EQ(wc.wr_id, 0u);
+  ASSERT_EQ(ibv_resize_cq(cq, 5), 0);  // shrink: five waiting, they fit
+  EXPECT_GE(cq->cqe, 5);
+  EXPECT_LT(cq->cqe, before);
+  ASSERT_EQ(ibv_resize_cq(cq, 200), 0);  // grow
+  EXPECT_GE(cq->cqe, 200);
+  for (uint64_t j = 1; j < 6; ++j) {
+    ASSERT_TRUE(poll_one(cq, &wc));
+    EXPECT_EQ(wc.wr_id, j);
+    EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(wc.qp_num, x->qp_num);
+  }
+  EXPECT_TRUE(cq_empty_for(cq, 20));
+  // Armed on the old ring, fired from the new one.
+  ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+  ASSERT_EQ(ibv_resize_cq(cq, 32), 0);
+  ASSERT_EQ(post_recv(x, 77, &rs, 1), 0);  // flushed at once (QP in ERR)
+  wait_event();
+  ASSERT_TRUE(poll_one(cq, &wc));
+  EXPECT_EQ(wc.wr_id, 77u);
+  EXPECT_EQ(ibv_destroy_qp(x), 0);
+
+  // Completions of RDMA WRITEs arriving while the CQ is resized between 64 and 128 slots.
+  ibv_qp *w = make_qp(a, IBV_QPT_RC, nullptr, 64, cq);
+  ASSERT_NE(w, nullptr);
+  ibv_qp *wb = qp(b);
+  ASSERT_NE(wb, nullptr);
+  connect(w, a, wb, b);
+  constexpr uint64_t kN = 48;
+  ibv_sge s = sge_a(0, 256);
+  for (uint64_t i = 0; i < kN; ++i)
+    ASSERT_EQ(post_send(w, IBV_WR_RDMA_WRITE, i, &s, 1, IBV_SEND_SIGNALED, b.addr(0), b.mr->rkey),
+              0);
+  uint64_t got = 0;
+  const auto end = Clock::now() + std::chrono::milliseconds(kWaitMs);
+  for (int round = 0; got < kN && Clock::now() < end; ++round) {
+    ASSERT_EQ(ibv_resize_cq(cq, round % 2 ? 64 : 128), 0);
+    ibv_wc ws[3];
+    const int n = ibv_poll_cq(cq, 3, ws);
+    ASSERT_GE(n, 0);
+    for (int i = 0; i < n; ++i, ++got) {
+      EXPECT_EQ(ws[i].wr_id, got);
+      EXPECT_EQ(ws[i].status, IBV_WC_SUCCESS) << ibv_wc_status_str(ws[i].status);
+    }
+  }
+  EXPECT_EQ(got, kN);
+  EXPECT_TRUE(cq_empty_for(cq, 20));
+  EXPECT_EQ(ibv_destroy_qp(w), 0);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+}
+
 // ---- completion channel + poll() ---------------------------------------------------------------
 
 TEST_F(Verbs, CompletionChannelWithPoll) {

@@ -40,7 +40,8 @@ enum VerbsType : uint16_t {
   kGetAsyncEvents,                 // empty -> AsyncEventsReply (the session's pending events)
   kModifySrq,                      // ModifySrqPayload -> empty (arm / disarm the limit event)
   kResizeCq,                       // ResizeCqPayload -> CreateCqReply + fd: the new ring memfd
-  kLastVerbsType = kResizeCq,
+  kReregMr,                        // ReregMrPayload -> empty (PD / access changed, keys kept)
+  kLastVerbsType = kReregMr,
 };
 
 // A generic object handle (PD, CQ, SRQ, AH, QPN, MR lkey).
@@ -293,6 +294,17 @@ struct ResizeCqPayload {
 };
 static_assert(sizeof(ResizeCqPayload) == 8);
 
+// ibv_rereg_mr(IBV_REREG_MR_CHANGE_PD / _ACCESS) of the MR `lkey`: its PD and access become
+// these (the caller passes the current ones for what it does not change); keys, range and
+// memory stay.
+struct ReregMrPayload {
+  uint32_t lkey;
+  uint32_t pd;
+  uint32_t access;  // ibv_access_flags, as RegMrPayload
+  uint32_t reserved;
+};
+static_assert(sizeof(ReregMrPayload) == 16);
+
 struct CreateAhPayload {
   uint32_t pd;
   uint32_t reserved;
@@ -373,6 +385,7 @@ inline constexpr VerbsSpec kVerbsSpecs[] = {
     {kGetAsyncEvents, 0, 0, 0, sizeof(AsyncEventsReply), 0},
     {kModifySrq, sizeof(ModifySrqPayload), 0, 0, 0, 0},
     {kResizeCq, sizeof(ResizeCqPayload), 0, 0, sizeof(CreateCqReply), 1},
+    {kReregMr, sizeof(ReregMrPayload), 0, 0, 0, 0},
 };
 static_assert(sizeof(kVerbsSpecs) / sizeof(kVerbsSpecs[0]) == kLastVerbsType - kFirstVerbsType + 1);
 

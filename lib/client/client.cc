@@ -176,6 +176,11 @@ int Context::dereg_mr(const Mr &mr) noexcept {
   return call(ctl::kDeregMr, &h, sizeof h, nullptr, 0, msg_.get());
 }
 
+int Context::rereg_mr(const Mr &mr, uint32_t pd, uint32_t access) noexcept {
+  const ctl::ReregMrPayload p{mr.lkey, pd, access, 0};
+  return call(ctl::kReregMr, &p, sizeof p, nullptr, 0, msg_.get());
+}
+
 int Context::create_cq(uint32_t cqe, std::unique_ptr<Cq> *out) noexcept {
   const ctl::CreateCqPayload p{cqe, 0};
   ctl::Message &m = *msg_;

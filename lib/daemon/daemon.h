@@ -190,6 +190,7 @@ class Daemon : public ctl::Handler {
   int do_create_cq(Session &s, ctl::Message &m, Reply &r);
   int do_destroy_cq(Session &s, ctl::Message &m, Reply &r);
   int do_resize_cq(Session &s, ctl::Message &m, Reply &r);
+  int do_rereg_mr(Session &s, ctl::Message &m, Reply &r);
   int do_create_srq(Session &s, ctl::Message &m, Reply &r);
   int do_modify_srq(Session &s, ctl::Message &m, Reply &r);
   int do_destroy_srq(Session &s, ctl::Message &m, Reply &r);

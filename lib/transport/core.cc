@@ -70,6 +70,17 @@ int EngineCoreT<Q>::dereg_mr(uint32_t lkey) noexcept {
 }
 
 template <class Q>
+int EngineCoreT<Q>::rereg_mr(uint32_t lkey, uint32_t pd, uint32_t access) noexcept {
+  if (!pds_.valid(pd)) return EINVAL;
+  uint32_t old = 0;
+  const int rc = mrs_.modify(lkey, pd, access, &old);
+  if (rc) return rc;
+  pds_.ref(pd);
+  pds_.unref(old);
+  return 0;
+}
+
+template <class Q>
 uint32_t EngineCoreT<Q>::create_cq(uint32_t depth, const typename Q::CqMem &mem) {
   if (depth == 0 || depth > cfg_.max_cqe) return 0;
   for (uint32_t i = 0; i < cfg_.max_cq; ++i)

@@ -126,6 +126,8 @@ class EngineCoreT {
   int reg_mr_with_key(uint32_t key, uint32_t pd, void *host, uint64_t app_va, uint64_t len,
                       uint32_t access) noexcept;
   int dereg_mr(uint32_t lkey) noexcept;
+  // ibv_rereg_mr of PD / access, the key kept (as rxe): 0 or EINVAL.
+  int rereg_mr(uint32_t lkey, uint32_t pd, uint32_t access) noexcept;
   // The CQ / SRQ / QP memory (Q::CqMem, Q::SrqMem, Q::QpMem): nothing for PrivateQueues, the
   // app's rings for RingQueues.
   uint32_t create_cq(uint32_t depth, const typename Q::CqMem &mem = {});

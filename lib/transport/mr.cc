@@ -98,6 +98,16 @@ int MrTable::dereg(uint32_t key, uint32_t *pd_out) noexcept {
   return 0;
 }
 
+int MrTable::modify(uint32_t key, uint32_t pd, uint32_t access, uint32_t *old_pd) noexcept {
+  MemoryRegion &m = mr_[key & mask_];
+  if (m.state == MemoryRegion::State::kFree || m.key != key) return EINVAL;
+  if (pd == 0 || !valid_args(m.host, m.va, m.length, access)) return EINVAL;
+  *old_pd = m.pd;
+  m.pd = pd;
+  m.access = access;
+  return 0;
+}
+
 int MrTable::invalidate(uint32_t key, uint32_t pd) noexcept {
   MemoryRegion &m = mr_[key & mask_];
   if (m.state != MemoryRegion::State::kValid || m.key != key || m.pd != pd) return EINVAL;

@@ -74,6 +74,10 @@ class MrTable {
                    uint32_t access) noexcept;
   // 0 or EINVAL (unknown key). Returns the region's PD through *pd_out for refcounting.
   int dereg(uint32_t key, uint32_t *pd_out) noexcept;
+  // ibv_rereg_mr of PD / access: the region keeps its key, range and state, and every later
+  // check uses the new PD and access. 0 or EINVAL (unknown key, bad flags as reg). The old PD
+  // is written to *old_pd.
+  int modify(uint32_t key, uint32_t pd, uint32_t access, uint32_t *old_pd) noexcept;
   // Remote invalidation (SEND_WITH_INV): the region stops matching its rkey. 0 or EINVAL.
   int invalidate(uint32_t key, uint32_t pd) noexcept;
 

@@ -715,12 +715,8 @@ TEST_F(Verbs, ReregMrChangesTranslation) {
   ibv_mr *mr = b.mr;
   const uint32_t old_rkey = mr->rkey;
   errno = 0;
-  EXPECT_EQ(
-      ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_LOCAL_WRITE),
-      IBV_REREG_MR_ERR_INPUT);
-  EXPECT_EQ(errno, EOPNOTSUPP);
   EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, a.pd, nullptr, 0, 0), IBV_REREG_MR_ERR_INPUT);
-  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(errno, EINVAL);  // a PD of another context
   EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, nullptr, 64, 0),
             IBV_REREG_MR_ERR_INPUT);
   EXPECT_EQ(errno, EINVAL);
@@ -759,6 +755,89 @@ TEST_F(Verbs, ReregMrChangesTranslation) {
 
 // An operation the responder QP does not allow (no REMOTE_READ in its qp_access_flags):
 // NAK invalid request, REM_INV_REQ_ERR (rxe: check_op_valid -> RESPST_ERR_UNSUPPORTED_OPCODE).
+// ibv_rereg_mr of access and PD alone keeps lkey and rkey (rxe, mlx5) and every later access is
+// checked against the new flags / PD: a WRITE through the same rkey is refused once REMOTE_WRITE
+// is gone and accepted once it is back; with the MR moved to another PD, a receive through its
+// lkey fails at the responder (REM_OP_ERR at the sender) and its old PD can be freed only once
+// the MR moved back. Bad arguments leave the MR as it was.
+TEST_F(Verbs, ReregMrChangesPdAndAccessKeepingTheKeys) {
+  ibv_mr *mr = b.mr;
+  const uint32_t lkey = mr->lkey, rkey = mr->rkey;
+  constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                       IBV_ACCESS_REMOTE_ATOMIC;
+  ibv_sge ss = sge_a(0, 64);
+  ibv_wc wc;
+  auto write = [&](uint64_t id, ibv_wc_status want) {
+    ibv_qp *x = qp(a), *y = qp(b);
+    ASSERT_TRUE(x && y);
+    connect(x, a, y, b);
+    for (int i = 0; i < 64; ++i)
+      a.buf[i] = static_cast<uint8_t>(id + i);
+    ASSERT_EQ(post_send(x, IBV_WR_RDMA_WRITE, id, &ss, 1, IBV_SEND_SIGNALED, b.addr(512), rkey), 0);
+    ASSERT_TRUE(poll_one(a.cq, &wc));
+    EXPECT_EQ(wc.wr_id, id);
+    EXPECT_EQ(wc.status, want) << ibv_wc_status_str(wc.status);
+    if (want == IBV_WC_SUCCESS) {
+      EXPECT_EQ(memcmp(b.buf.data() + 512, a.buf.data(), 64), 0);
+    }
+  };
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ),
+            0)
+      << strerror(errno);
+  EXPECT_EQ(mr->lkey, lkey);
+  EXPECT_EQ(mr->rkey, rkey);
+  write(1, IBV_WC_REM_ACCESS_ERR);
+  // Bad arguments: rejected, the MR unchanged (still without REMOTE_WRITE).
+  errno = 0;
+  EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                         IBV_ACCESS_REMOTE_WRITE),  // remote write needs local write
+            IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND),
+            IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, nullptr, nullptr, 0, kAll),
+            IBV_REREG_MR_ERR_INPUT);  // access without IBV_REREG_MR_CHANGE_ACCESS
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, nullptr, nullptr, 0, 0),
+            IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EINVAL);
+  write(2, IBV_WC_REM_ACCESS_ERR);
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, kAll), 0);
+  EXPECT_EQ(mr->rkey, rkey);
+  write(3, IBV_WC_SUCCESS);
+
+  // Another PD: the QPs' PD no longer matches the MR's.
+  ibv_pd *other = ibv_alloc_pd(b.ctx);
+  ASSERT_NE(other, nullptr);
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, other, nullptr, 0, 0), 0) << strerror(errno);
+  EXPECT_EQ(mr->pd, other);
+  EXPECT_EQ(mr->lkey, lkey);
+  EXPECT_EQ(mr->rkey, rkey);
+  {
+    ibv_qp *x = qp(a), *y = qp(b);
+    ASSERT_TRUE(x && y);
+    connect(x, a, y, b);
+    ibv_sge rs = sge_b(0, 64);
+    ASSERT_EQ(post_recv(y, 40, &rs, 1), 0);
+    ASSERT_EQ(post_send(x, IBV_WR_SEND, 41, &ss, 1), 0);
+    ASSERT_TRUE(poll_one(a.cq, &wc));
+    EXPECT_EQ(wc.wr_id, 41u);
+    EXPECT_EQ(wc.status, IBV_WC_REM_OP_ERR) << ibv_wc_status_str(wc.status);
+    ASSERT_TRUE(poll_one(b.cq, &wc));
+    EXPECT_EQ(wc.wr_id, 40u);
+    EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(wc.status);
+  }
+  write(4, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(ibv_dealloc_pd(other), EBUSY);  // the MR is on it
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, b.pd, nullptr, 0, 0), 0);
+  EXPECT_EQ(mr->pd, b.pd);
+  write(5, IBV_WC_SUCCESS);
+  EXPECT_EQ(ibv_dealloc_pd(other), 0);
+}
+
 TEST_F(Verbs, RemInvReqErrQpAccess) {
   ConnOpts ob;
   ob.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;

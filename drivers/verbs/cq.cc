@@ -128,10 +128,17 @@ UV_EXPORT int ibv_destroy_cq(ibv_cq *cq) {
   return destroy_cq_now(cq_of(cq));
 }
 
+// The daemon moves the unpolled completions into a ring of the new depth (EINVAL, as rxe, when
+// more are waiting than the new size holds); pollers wait on the CQ's lock meanwhile.
 UV_EXPORT int ibv_resize_cq(ibv_cq *cq, int cqe) {
-  (void)cq;
-  (void)cqe;
-  return EOPNOTSUPP;  // the CQ ring has a fixed size (doc/verbs.md)
+  if (cq == nullptr) return EINVAL;
+  Cq *q = cq_of(cq);
+  if (cqe <= 0 || static_cast<uint32_t>(cqe) > q->ctx->dattr.max_cqe) return EINVAL;
+  std::lock_guard<Spin> g(q->mu);
+  const int rc = ctl_call(
+      q->ctx, [&](client::Context &k) { return k.resize_cq(*q->c, static_cast<uint32_t>(cqe)); });
+  if (rc == 0) cq->cqe = static_cast<int>(q->c->depth);
+  return rc;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -117,28 +117,47 @@ UV_EXPORT ibv_mr *ibv_reg_dmabuf_mr(ibv_pd *pd, uint64_t offset, size_t length, 
   return fail_null<ibv_mr>(EOPNOTSUPP);  // no device memory to import from
 }
 
-// IBV_REREG_MR_CHANGE_TRANSLATION: the new range is registered (same PD and access, new keys,
-// as "deregister then register" allows), then the old registration is dropped; if the new one
-// cannot be made the old MR stays valid (IBV_REREG_MR_ERR_INPUT, errno set). A change of PD or
-// access keeps the keys on rdma-core's providers (mlx5, rxe), which needs the daemon to change
-// an MR in place; it cannot yet: EOPNOTSUPP (doc/verbs.md).
+// IBV_REREG_MR_CHANGE_TRANSLATION: the new range is registered (with the new PD and access
+// when those change too; new keys, as "deregister then register" allows), then the old
+// registration is dropped; if the new one cannot be made the old MR stays valid
+// (IBV_REREG_MR_ERR_INPUT, errno set). A change of PD and / or access alone is made in place
+// by the daemon and keeps the keys, as rdma-core's providers (mlx5, rxe) do.
 UV_EXPORT int ibv_rereg_mr(ibv_mr *mr, int flags, ibv_pd *pd, void *addr, size_t length,
                            int access) {
-  (void)pd, (void)access;
+  auto input_error = [](int e) {
+    errno = e;
+    return IBV_REREG_MR_ERR_INPUT;
+  };
   if (mr == nullptr || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
-      ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (addr == nullptr || length == 0))) {
-    errno = EINVAL;
-    return IBV_REREG_MR_ERR_INPUT;
-  }
-  if (flags & (IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS)) {
-    errno = EOPNOTSUPP;
-    return IBV_REREG_MR_ERR_INPUT;
-  }
+      ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (addr == nullptr || length == 0)) ||
+      (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS)))  // rdma-core's checks
+    return input_error(EINVAL);
   if (flags == 0) return 0;
   Mr *m = reinterpret_cast<Mr *>(mr);
+  ibv_pd *npd = mr->pd;
+  if (flags & IBV_REREG_MR_CHANGE_PD) {
+    if (pd == nullptr || pd->context != mr->context) return input_error(EINVAL);
+    npd = pd;
+  }
+  unsigned nacc = m->access;
+  if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+    nacc = static_cast<unsigned>(access) & ~static_cast<unsigned>(IBV_ACCESS_OPTIONAL_RANGE);
+    constexpr unsigned kOk = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                             IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                             IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB;
+    if (nacc & ~kOk) return input_error(EOPNOTSUPP);  // MW_BIND, ON_DEMAND, FLUSH_*
+  }
+  if (!(flags & IBV_REREG_MR_CHANGE_TRANSLATION)) {
+    const int rc = ctl_call(ctx_of(mr->context), [&](client::Context &k) {
+      return k.rereg_mr(m->cmr, pd_handle(npd), nacc);
+    });
+    if (rc) return input_error(rc);
+    m->access = nacc;
+    mr->pd = npd;
+    return 0;
+  }
   Mr fresh;
-  int rc =
-      register_range(mr->pd, addr, length, reinterpret_cast<uintptr_t>(addr), m->access, &fresh);
+  int rc = register_range(npd, addr, length, reinterpret_cast<uintptr_t>(addr), nacc, &fresh);
   if (rc == 0) {
     rc = ctl_call(ctx_of(mr->context), [&](client::Context &k) { return k.dereg_mr(m->cmr); });
     if (rc) {  // the old one stays: drop the new one
@@ -146,15 +165,13 @@ UV_EXPORT int ibv_rereg_mr(ibv_mr *mr, int flags, ibv_pd *pd, void *addr, size_t
       Remapper::get().release(fresh.page_start, fresh.page_end);
     }
   }
-  if (rc) {
-    errno = rc;
-    return IBV_REREG_MR_ERR_INPUT;
-  }
+  if (rc) return input_error(rc);
   Remapper::get().release(m->page_start, m->page_end);
   m->cmr = fresh.cmr;
   m->page_start = fresh.page_start;
   m->page_end = fresh.page_end;
-  fill_ibv_mr(m, mr->pd, addr, length);
+  m->access = nacc;
+  fill_ibv_mr(m, npd, addr, length);
   return 0;
 }
 

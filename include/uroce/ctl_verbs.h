@@ -39,7 +39,9 @@ enum VerbsType : uint16_t {
   kStats,                          // StatsRequest -> StatsReply (counters, paginated)
   kGetAsyncEvents,                 // empty -> AsyncEventsReply (the session's pending events)
   kModifySrq,                      // ModifySrqPayload -> empty (arm / disarm the limit event)
-  kLastVerbsType = kModifySrq,
+  kResizeCq,                       // ResizeCqPayload -> CreateCqReply + fd: the new ring memfd
+  kReregMr,                        // ReregMrPayload -> empty (PD / access changed, keys kept)
+  kLastVerbsType = kReregMr,
 };
 
 // A generic object handle (PD, CQ, SRQ, AH, QPN, MR lkey).
@@ -288,6 +290,26 @@ struct ModifySrqPayload {
 };
 static_assert(sizeof(ModifySrqPayload) == 8);
 
+// ibv_resize_cq: the CQ gets a new ring of pow2(cqe) slots holding the completions the app had
+// not consumed, in order (EINVAL when more are waiting than fit); the reply is a CreateCqReply
+// with one fd (the new ring; the eventfd stays). The app polls the old ring no more.
+struct ResizeCqPayload {
+  uint32_t cq;
+  uint32_t cqe;  // requested depth, >= 1
+};
+static_assert(sizeof(ResizeCqPayload) == 8);
+
+// ibv_rereg_mr(IBV_REREG_MR_CHANGE_PD / _ACCESS) of the MR `lkey`: its PD and access become
+// these (the caller passes the current ones for what it does not change); keys, range and
+// memory stay.
+struct ReregMrPayload {
+  uint32_t lkey;
+  uint32_t pd;
+  uint32_t access;  // ibv_access_flags, as RegMrPayload
+  uint32_t reserved;
+};
+static_assert(sizeof(ReregMrPayload) == 16);
+
 struct CreateAhPayload {
   uint32_t pd;
   uint32_t reserved;
@@ -367,6 +389,8 @@ inline constexpr VerbsSpec kVerbsSpecs[] = {
     {kStats, sizeof(StatsRequest), 0, 0, sizeof(StatsReply), 0},
     {kGetAsyncEvents, 0, 0, 0, sizeof(AsyncEventsReply), 0},
     {kModifySrq, sizeof(ModifySrqPayload), 0, 0, 0, 0},
+    {kResizeCq, sizeof(ResizeCqPayload), 0, 0, sizeof(CreateCqReply), 1},
+    {kReregMr, sizeof(ReregMrPayload), 0, 0, 0, 0},
 };
 static_assert(sizeof(kVerbsSpecs) / sizeof(kVerbsSpecs[0]) == kLastVerbsType - kFirstVerbsType + 1);
 

@@ -176,6 +176,11 @@ int Context::dereg_mr(const Mr &mr) noexcept {
   return call(ctl::kDeregMr, &h, sizeof h, nullptr, 0, msg_.get());
 }
 
+int Context::rereg_mr(const Mr &mr, uint32_t pd, uint32_t access) noexcept {
+  const ctl::ReregMrPayload p{mr.lkey, pd, access, 0};
+  return call(ctl::kReregMr, &p, sizeof p, nullptr, 0, msg_.get());
+}
+
 int Context::create_cq(uint32_t cqe, std::unique_ptr<Cq> *out) noexcept {
   const ctl::CreateCqPayload p{cqe, 0};
   ctl::Message &m = *msg_;
@@ -212,6 +217,24 @@ int Context::create_cq(uint32_t cqe, std::unique_ptr<Cq> *out) noexcept {
 int Context::destroy_cq(Cq &cq) noexcept {
   const ctl::HandlePayload h{cq.handle, 0};
   return call(ctl::kDestroyCq, &h, sizeof h, nullptr, 0, msg_.get());
+}
+
+int Context::resize_cq(Cq &cq, uint32_t cqe) noexcept {
+  const ctl::ResizeCqPayload p{cq.handle, cqe};
+  ctl::Message &m = *msg_;
+  int rc = call(ctl::kResizeCq, &p, sizeof p, nullptr, 0, &m);
+  if (rc) return rc;
+  ctl::CreateCqReply r{};
+  if (!m.payload_as(&r) || m.nfds != 1 || r.cq != cq.handle || r.ring.slot_size != sizeof(abi::Cqe))
+    return EPROTO;
+  shm::Mapping map;
+  shm::RingConsumer ring;
+  rc = map_ring(std::move(m.fds[0]), r.ring, &map, &ring);
+  if (rc) return rc;
+  cq.ring = ring;
+  cq.map = std::move(map);  // the old ring's mapping goes
+  cq.depth = r.cqe;
+  return 0;
 }
 
 int Context::create_qp(const ctl::CreateQpPayload &attr, std::unique_ptr<Qp> *out) noexcept {

@@ -128,6 +128,11 @@ class Context {
   int dereg_mr(const Mr &mr) noexcept;
   int create_cq(uint32_t cqe, std::unique_ptr<Cq> *out) noexcept;
   int destroy_cq(Cq &cq) noexcept;
+  // ibv_resize_cq: `cq` then reads the daemon's new ring (depth updated). The caller keeps
+  // every poller of `cq` out meanwhile. On error `cq` is unchanged.
+  int resize_cq(Cq &cq, uint32_t cqe) noexcept;
+  // ibv_rereg_mr of PD / access: the MR keeps its keys.
+  int rereg_mr(const Mr &mr, uint32_t pd, uint32_t access) noexcept;
   int create_qp(const ctl::CreateQpPayload &attr, std::unique_ptr<Qp> *out) noexcept;
   int modify_qp(Qp &qp, const ctl::QpAttrPayload &attr, uint32_t mask) noexcept;
   int query_qp(const Qp &qp, ctl::QueryQpReply *out) noexcept;

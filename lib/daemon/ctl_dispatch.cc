@@ -38,6 +38,8 @@ void Daemon::on_message(ctl::Server &srv, const ctl::ClientInfo &ci, ctl::Messag
       {ctl::kStats, &Daemon::do_stats},
       {ctl::kGetAsyncEvents, &Daemon::do_get_async_events},
       {ctl::kModifySrq, &Daemon::do_modify_srq},
+      {ctl::kResizeCq, &Daemon::do_resize_cq},
+      {ctl::kReregMr, &Daemon::do_rereg_mr},
   };
   // Every verbs type has its handler, at its kVerbsSpecs index.
   static_assert(std::size(kHandlers) == std::size(ctl::kVerbsSpecs));

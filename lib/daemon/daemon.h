@@ -196,6 +196,8 @@ class Daemon : public ctl::Handler {
   // verbs_cq_srq.cc
   int do_create_cq(Session &s, ctl::Message &m, Reply &r);
   int do_destroy_cq(Session &s, ctl::Message &m, Reply &r);
+  int do_resize_cq(Session &s, ctl::Message &m, Reply &r);
+  int do_rereg_mr(Session &s, ctl::Message &m, Reply &r);
   int do_create_srq(Session &s, ctl::Message &m, Reply &r);
   int do_modify_srq(Session &s, ctl::Message &m, Reply &r);
   int do_destroy_srq(Session &s, ctl::Message &m, Reply &r);

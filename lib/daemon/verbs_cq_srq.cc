@@ -130,6 +130,47 @@ int Daemon::do_destroy_cq(Session &s, ctl::Message &m, Reply &) {
   return 0;
 }
 
+// ibv_resize_cq. The owner's engine copies the completions the app has not consumed into a new
+// ring and writes there from then on (the app, which holds its CQ lock meanwhile, maps the new
+// ring from the reply). Forward rings of other workers keep their depth: they are drained into
+// the app's ring at every pass, whatever its size.
+int Daemon::do_resize_cq(Session &s, ctl::Message &m, Reply &r) {
+  ctl::ResizeCqPayload p{};
+  if (!m.payload_as(&p) || p.cqe == 0 || p.cqe > cfg0_.max_cqe) return -EINVAL;
+  auto it = s.cqs.find(p.cq);
+  if (it == s.cqs.end()) return -EINVAL;
+  Cq &c = *it->second;
+  const uint32_t depth = pow2_at_least(p.cqe);
+  if (depth > cfg0_.max_cqe) return -EINVAL;
+  RingMem mem;
+  int rc = make_ring("uroce-cq", abi::RingKind::kCompletion, 0, sizeof(abi::Cqe), depth, &mem);
+  if (rc) return rc;
+  if (c.worker == kUnbound) {  // no engine has written it: only the arm to carry over
+    std::atomic_ref<uint32_t>(static_cast<abi::RingHeader *>(mem.mem.map.addr())->notify)
+        .store(
+            std::atomic_ref<uint32_t>(static_cast<abi::RingHeader *>(c.mem.mem.map.addr())->notify)
+                .load(std::memory_order_relaxed),
+            std::memory_order_relaxed);
+  } else {
+    const unsigned o = static_cast<unsigned>(c.worker);
+    const uint32_t eh = c.lanes[o].eh;
+    run_on(o, [&] {
+      transport::RingCompletionQueue *q = w_[o]->eng->cq_queue(eh);
+      rc = q ? q->move_to(mem.mem.map.addr(), mem.geo.bytes, depth) : EINVAL;
+    });
+    if (rc) return -rc;
+  }
+  c.mem = std::move(mem);  // the old ring goes: no engine writes it any more
+  c.depth = depth;
+  ctl::CreateCqReply rep{};
+  rep.cq = c.handle;
+  rep.cqe = depth;
+  rep.ring = c.mem.geo;
+  r.set(rep);
+  r.fd(c.mem.mem.memfd.fd());
+  return 0;
+}
+
 int Daemon::do_create_srq(Session &s, ctl::Message &m, Reply &r) {
   ctl::CreateSrqPayload p{};
   if (!m.payload_as(&p) || !s.has_db || !s.pds.count(p.pd)) return -EINVAL;

@@ -69,6 +69,14 @@ int Daemon::do_dereg_mr(Session &s, ctl::Message &m, Reply &) {
   return 0;
 }
 
+// The MR keeps its keys (rdma-core's providers, rxe); every engine changes it in place, the
+// first one checking the arguments for all.
+int Daemon::do_rereg_mr(Session &s, ctl::Message &m, Reply &) {
+  ctl::ReregMrPayload p{};
+  if (!m.payload_as(&p) || !s.mrs.count(p.lkey) || !s.pds.count(p.pd)) return -EINVAL;
+  return -tab_->rereg_mr(p.lkey, p.pd, p.access);
+}
+
 int Daemon::do_create_ah(Session &s, ctl::Message &m, Reply &r) {
   ctl::CreateAhPayload p{};
   if (!m.payload_as(&p) || !s.pds.count(p.pd)) return -EINVAL;

@@ -63,6 +63,11 @@ int EngineCoreT<Q>::dereg_mr(uint32_t lkey) noexcept {
 }
 
 template <class Q>
+int EngineCoreT<Q>::rereg_mr(uint32_t lkey, uint32_t pd, uint32_t access) noexcept {
+  return tab_.rereg_mr(lkey, pd, access);
+}
+
+template <class Q>
 uint32_t EngineCoreT<Q>::create_cq(uint32_t depth, const typename Q::CqMem &mem) {
   if (depth == 0 || depth > cfg_.max_cqe) return 0;
   for (uint32_t i = 0; i < cfg_.max_cq; ++i)

@@ -130,6 +130,8 @@ class EngineCoreT {
              uint32_t *lkey, uint32_t *rkey) noexcept;
   int dereg_mr(uint32_t lkey) noexcept;
   ObjectTables &tables() noexcept { return tab_; }
+  // ibv_rereg_mr of PD / access, the key kept (as rxe): 0 or EINVAL.
+  int rereg_mr(uint32_t lkey, uint32_t pd, uint32_t access) noexcept;
   // The CQ / SRQ / QP memory (Q::CqMem, Q::SrqMem, Q::QpMem): nothing for PrivateQueues, the
   // app's rings for RingQueues.
   uint32_t create_cq(uint32_t depth, const typename Q::CqMem &mem = {});

@@ -118,6 +118,18 @@ void MrTable::release(uint32_t key) noexcept {
   --in_use_;
 }
 
+int MrTable::modify(uint32_t key, uint32_t pd, uint32_t access, uint32_t *old_pd) noexcept {
+  MemoryRegion &m = mr_[key & mask_];
+  const MemoryRegion::State st = state(m, std::memory_order_acquire);
+  if (st == MemoryRegion::State::kFree || st == MemoryRegion::State::kRetired || m.key != key)
+    return EINVAL;
+  if (pd == 0 || !valid_args(m.host, m.va, m.length, access)) return EINVAL;
+  *old_pd = m.pd;
+  std::atomic_ref<uint32_t>(m.pd).store(pd, std::memory_order_relaxed);
+  std::atomic_ref<uint32_t>(m.access).store(access, std::memory_order_relaxed);
+  return 0;
+}
+
 int MrTable::invalidate(uint32_t key, uint32_t pd) noexcept {
   MemoryRegion &m = mr_[key & mask_];
   MemoryRegion::State cur = MemoryRegion::State::kValid;

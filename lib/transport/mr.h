@@ -88,6 +88,12 @@ class MrTable {
   // release(key), which the writer calls once no reader can still use the region. 0 or EINVAL.
   int retire(uint32_t key, uint32_t *pd_out) noexcept;
   void release(uint32_t key) noexcept;
+  // ibv_rereg_mr of PD / access: the region keeps its key, range and state, and every later
+  // check uses the new PD and access (written in place: a worker
+  // checking the region at that moment sees the old or the new values, as with a WR the app
+  // posts while it re-registers). 0 or EINVAL (unknown key, bad flags as reg). The old PD
+  // is written to *old_pd.
+  int modify(uint32_t key, uint32_t pd, uint32_t access, uint32_t *old_pd) noexcept;
   // Remote invalidation (SEND_WITH_INV), any thread: the region stops matching its rkey.
   // 0 or EINVAL.
   int invalidate(uint32_t key, uint32_t pd) noexcept;

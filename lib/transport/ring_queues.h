@@ -331,6 +331,31 @@ class RingCompletionQueue {
     return n;
   }
   bool corrupt() const noexcept { return ring_.corrupt(); }
+  // ibv_resize_cq: copies the completions the app has not consumed, in order, into `mem` (a
+  // fresh ring of `slots` abi::Cqe slots no one else uses yet), carries the arm over and makes
+  // it this CQ's ring. 0; EINVAL when more completions wait than `slots` (rxe's rule) or `mem`
+  // is no such ring; EIO when the app's consumer index is impossible. On error nothing changes.
+  int move_to(void *mem, size_t bytes, uint32_t slots) noexcept {
+    shm::RingConsumer old;
+    if (ring_.corrupt() || old.attach(ring_.header(), abi::ring_bytes(sizeof(abi::Cqe), depth_),
+                                      sizeof(abi::Cqe), depth_) != shm::RingError::kOk)
+      return EIO;
+    const size_t waiting = old.peek(depth_);
+    if (old.corrupt() || old.index() + waiting != ring_.index()) return EIO;
+    shm::RingProducer next;
+    if (next.attach(mem, bytes, sizeof(abi::Cqe), slots) != shm::RingError::kOk) return EINVAL;
+    if (waiting > slots || next.reserve(waiting) != waiting) return EINVAL;
+    for (size_t i = 0; i < waiting; ++i)
+      std::memcpy(next.slot(i), old.at(i), sizeof(abi::Cqe));
+    next.commit(waiting);
+    std::atomic_ref<uint32_t>(next.header()->notify)
+        .store(std::atomic_ref<uint32_t>(ring_.header()->notify).load(std::memory_order_relaxed),
+               std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    ring_ = next;
+    depth_ = slots;
+    return 0;
+  }
   // The app polls the ring itself (shm::RingConsumer on the same memory).
   uint32_t poll(Wc *, uint32_t) noexcept { return 0; }
   // What the app's ibv_req_notify_cq writes (shm::RingConsumer::arm), for callers of the engine.

@@ -35,6 +35,16 @@ struct ObjectTables {
     return rc;
   }
   void release_mr(uint32_t key) noexcept { mrs.release(key); }
+  // ibv_rereg_mr of PD / access in place, the key kept: 0 or EINVAL.
+  int rereg_mr(uint32_t key, uint32_t pd, uint32_t access) noexcept {
+    if (!pds.valid(pd)) return EINVAL;
+    uint32_t old = 0;
+    const int rc = mrs.modify(key, pd, access, &old);
+    if (rc) return rc;
+    pds.ref(pd);
+    pds.unref(old);
+    return 0;
+  }
   // A handle >= 1, or 0 (bad PD, IPv4 / IPv6 GID mix, table full).
   uint32_t create_ah(uint32_t pd, const AhAttr &attr) noexcept {
     if (!pds.valid(pd)) return 0;

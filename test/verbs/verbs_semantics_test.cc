@@ -715,12 +715,8 @@ TEST_F(Verbs, ReregMrChangesTranslation) {
   ibv_mr *mr = b.mr;
   const uint32_t old_rkey = mr->rkey;
   errno = 0;
-  EXPECT_EQ(
-      ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_LOCAL_WRITE),
-      IBV_REREG_MR_ERR_INPUT);
-  EXPECT_EQ(errno, EOPNOTSUPP);
   EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, a.pd, nullptr, 0, 0), IBV_REREG_MR_ERR_INPUT);
-  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(errno, EINVAL);  // a PD of another context
   EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, nullptr, 64, 0),
             IBV_REREG_MR_ERR_INPUT);
   EXPECT_EQ(errno, EINVAL);
@@ -759,6 +755,89 @@ TEST_F(Verbs, ReregMrChangesTranslation) {
 
 // An operation the responder QP does not allow (no REMOTE_READ in its qp_access_flags):
 // NAK invalid request, REM_INV_REQ_ERR (rxe: check_op_valid -> RESPST_ERR_UNSUPPORTED_OPCODE).
+// ibv_rereg_mr of access and PD alone keeps lkey and rkey (rxe, mlx5) and every later access is
+// checked against the new flags / PD: a WRITE through the same rkey is refused once REMOTE_WRITE
+// is gone and accepted once it is back; with the MR moved to another PD, a receive through its
+// lkey fails at the responder (REM_OP_ERR at the sender) and its old PD can be freed only once
+// the MR moved back. Bad arguments leave the MR as it was.
+TEST_F(Verbs, ReregMrChangesPdAndAccessKeepingTheKeys) {
+  ibv_mr *mr = b.mr;
+  const uint32_t lkey = mr->lkey, rkey = mr->rkey;
+  constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                       IBV_ACCESS_REMOTE_ATOMIC;
+  ibv_sge ss = sge_a(0, 64);
+  ibv_wc wc;
+  auto write = [&](uint64_t id, ibv_wc_status want) {
+    ibv_qp *x = qp(a), *y = qp(b);
+    ASSERT_TRUE(x && y);
+    connect(x, a, y, b);
+    for (int i = 0; i < 64; ++i)
+      a.buf[i] = static_cast<uint8_t>(id + i);
+    ASSERT_EQ(post_send(x, IBV_WR_RDMA_WRITE, id, &ss, 1, IBV_SEND_SIGNALED, b.addr(512), rkey), 0);
+    ASSERT_TRUE(poll_one(a.cq, &wc));
+    EXPECT_EQ(wc.wr_id, id);
+    EXPECT_EQ(wc.status, want) << ibv_wc_status_str(wc.status);
+    if (want == IBV_WC_SUCCESS) {
+      EXPECT_EQ(memcmp(b.buf.data() + 512, a.buf.data(), 64), 0);
+    }
+  };
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ),
+            0)
+      << strerror(errno);
+  EXPECT_EQ(mr->lkey, lkey);
+  EXPECT_EQ(mr->rkey, rkey);
+  write(1, IBV_WC_REM_ACCESS_ERR);
+  // Bad arguments: rejected, the MR unchanged (still without REMOTE_WRITE).
+  errno = 0;
+  EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                         IBV_ACCESS_REMOTE_WRITE),  // remote write needs local write
+            IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND),
+            IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, nullptr, nullptr, 0, kAll),
+            IBV_REREG_MR_ERR_INPUT);  // access without IBV_REREG_MR_CHANGE_ACCESS
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, nullptr, nullptr, 0, 0),
+            IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EINVAL);
+  write(2, IBV_WC_REM_ACCESS_ERR);
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, kAll), 0);
+  EXPECT_EQ(mr->rkey, rkey);
+  write(3, IBV_WC_SUCCESS);
+
+  // Another PD: the QPs' PD no longer matches the MR's.
+  ibv_pd *other = ibv_alloc_pd(b.ctx);
+  ASSERT_NE(other, nullptr);
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, other, nullptr, 0, 0), 0) << strerror(errno);
+  EXPECT_EQ(mr->pd, other);
+  EXPECT_EQ(mr->lkey, lkey);
+  EXPECT_EQ(mr->rkey, rkey);
+  {
+    ibv_qp *x = qp(a), *y = qp(b);
+    ASSERT_TRUE(x && y);
+    connect(x, a, y, b);
+    ibv_sge rs = sge_b(0, 64);
+    ASSERT_EQ(post_recv(y, 40, &rs, 1), 0);
+    ASSERT_EQ(post_send(x, IBV_WR_SEND, 41, &ss, 1), 0);
+    ASSERT_TRUE(poll_one(a.cq, &wc));
+    EXPECT_EQ(wc.wr_id, 41u);
+    EXPECT_EQ(wc.status, IBV_WC_REM_OP_ERR) << ibv_wc_status_str(wc.status);
+    ASSERT_TRUE(poll_one(b.cq, &wc));
+    EXPECT_EQ(wc.wr_id, 40u);
+    EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(wc.status);
+  }
+  write(4, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(ibv_dealloc_pd(other), EBUSY);  // the MR is on it
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, b.pd, nullptr, 0, 0), 0);
+  EXPECT_EQ(mr->pd, b.pd);
+  write(5, IBV_WC_SUCCESS);
+  EXPECT_EQ(ibv_dealloc_pd(other), 0);
+}
+
 TEST_F(Verbs, RemInvReqErrQpAccess) {
   ConnOpts ob;
   ob.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
@@ -1795,6 +1874,102 @@ TEST_F(Verbs, ResetRemovesTheQpsUnpolledCompletions) {
   EXPECT_TRUE(cq_empty_for(cq, 50));
   for (ibv_qp *q : x)
     EXPECT_EQ(ibv_destroy_qp(q), 0);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+}
+
+// ibv_resize_cq: the completions not yet polled stay, in order, through a shrink and a grow; a
+// shrink below them is EINVAL (rxe) with the CQ unchanged; the arm carries over; completions
+// arriving while the CQ is resized again and again are all delivered, in order.
+TEST_F(Verbs, ResizeCqKeepsUnpolledAndInFlightCompletions) {
+  ibv_comp_channel *ch = ibv_create_comp_channel(a.ctx);
+  ASSERT_NE(ch, nullptr);
+  ibv_cq *cq = ibv_create_cq(a.ctx, 3, nullptr, ch, 0);
+  ASSERT_NE(cq, nullptr);
+  EXPECT_EQ(ibv_resize_cq(cq, 0), EINVAL);
+  EXPECT_EQ(ibv_resize_cq(cq, -1), EINVAL);
+  ibv_device_attr da{};
+  ASSERT_EQ(ibv_query_device(a.ctx, &da), 0);
+  EXPECT_EQ(ibv_resize_cq(cq, da.max_cqe + 1), EINVAL);
+  ASSERT_EQ(ibv_resize_cq(cq, 1), 0);  // before any QP uses it
+  EXPECT_GE(cq->cqe, 1);
+  ASSERT_EQ(ibv_resize_cq(cq, 16), 0);
+  EXPECT_GE(cq->cqe, 16);
+  ibv_qp *x = make_qp(a, IBV_QPT_RC, nullptr, 64, cq);
+  ASSERT_NE(x, nullptr);
+  ASSERT_EQ(to_init(x, {}), 0);
+  ibv_sge rs = sge_a(0, 64);
+  for (int j = 0; j < 6; ++j)
+    ASSERT_EQ(post_recv(x, j, &rs, 1), 0);
+  ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+  ibv_qp_attr err{};
+  err.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ibv_modify_qp(x, &err, IBV_QP_STATE), 0);  // six flushes, written together
+  auto wait_event = [&] {
+    pollfd p{ch->fd, POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, kWaitMs), 1);
+    ibv_cq *evcq = nullptr;
+    void *evctx = nullptr;
+    ASSERT_EQ(ibv_get_cq_event(ch, &evcq, &evctx), 0);
+    EXPECT_EQ(evcq, cq);
+    ibv_ack_cq_events(cq, 1);
+  };
+  wait_event();
+  const int before = cq->cqe;
+  EXPECT_EQ(ibv_resize_cq(cq, 4), EINVAL);  // six are waiting
+  EXPECT_EQ(cq->cqe, before);
+  ibv_wc wc;
+  ASSERT_TRUE(poll_one(cq, &wc));
+  EXPECT_EQ(wc.wr_id, 0u);
+  ASSERT_EQ(ibv_resize_cq(cq, 5), 0);  // shrink: five waiting, they fit
+  EXPECT_GE(cq->cqe, 5);
+  EXPECT_LT(cq->cqe, before);
+  ASSERT_EQ(ibv_resize_cq(cq, 200), 0);  // grow
+  EXPECT_GE(cq->cqe, 200);
+  for (uint64_t j = 1; j < 6; ++j) {
+    ASSERT_TRUE(poll_one(cq, &wc));
+    EXPECT_EQ(wc.wr_id, j);
+    EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(wc.qp_num, x->qp_num);
+  }
+  EXPECT_TRUE(cq_empty_for(cq, 20));
+  // Armed on the old ring, fired from the new one.
+  ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+  ASSERT_EQ(ibv_resize_cq(cq, 32), 0);
+  ASSERT_EQ(post_recv(x, 77, &rs, 1), 0);  // flushed at once (QP in ERR)
+  wait_event();
+  ASSERT_TRUE(poll_one(cq, &wc));
+  EXPECT_EQ(wc.wr_id, 77u);
+  EXPECT_EQ(ibv_destroy_qp(x), 0);
+
+  // Completions of RDMA WRITEs arriving while the CQ is resized between 64 and 128 slots (it
+  // holds all 48 before they are posted: a CQ overrun would be the app's error).
+  ASSERT_EQ(ibv_resize_cq(cq, 128), 0);
+  ibv_qp *w = make_qp(a, IBV_QPT_RC, nullptr, 64, cq);
+  ASSERT_NE(w, nullptr);
+  ibv_qp *wb = qp(b);
+  ASSERT_NE(wb, nullptr);
+  connect(w, a, wb, b);
+  constexpr uint64_t kN = 48;
+  ibv_sge s = sge_a(0, 256);
+  for (uint64_t i = 0; i < kN; ++i)
+    ASSERT_EQ(post_send(w, IBV_WR_RDMA_WRITE, i, &s, 1, IBV_SEND_SIGNALED, b.addr(0), b.mr->rkey),
+              0);
+  uint64_t got = 0;
+  const auto end = Clock::now() + std::chrono::milliseconds(kWaitMs);
+  for (int round = 0; got < kN && Clock::now() < end; ++round) {
+    ASSERT_EQ(ibv_resize_cq(cq, round % 2 ? 64 : 128), 0);
+    ibv_wc ws[3];
+    const int n = ibv_poll_cq(cq, 3, ws);
+    ASSERT_GE(n, 0);
+    for (int i = 0; i < n; ++i, ++got) {
+      EXPECT_EQ(ws[i].wr_id, got);
+      EXPECT_EQ(ws[i].status, IBV_WC_SUCCESS) << ibv_wc_status_str(ws[i].status);
+    }
+  }
+  EXPECT_EQ(got, kN);
+  EXPECT_TRUE(cq_empty_for(cq, 20));
+  EXPECT_EQ(ibv_destroy_qp(w), 0);
   EXPECT_EQ(ibv_destroy_cq(cq), 0);
   EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
 }

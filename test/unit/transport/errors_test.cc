@@ -95,6 +95,33 @@ TEST_F(ErrTest, RegionOfAnotherPdIsRemoteAccessError) {
   expect_error_then_flush(write_then_send(other.va, other.key), WcStatus::kRemAccessErr);
 }
 
+// rereg_mr of access / PD (ibv_rereg_mr in place): the key stays and the responder checks the
+// next access against the new flags and PD; bad flags or an unknown key change nothing.
+TEST_F(ErrTest, ReregisteredAccessAndPdAreCheckedUnderTheSameKey) {
+  const uint32_t pd = net->node(1).pd;
+  const uint32_t pd2 = net->e(1).create_pd();
+  EXPECT_EQ(net->e(1).rereg_mr(b.key, pd, kAccessRemoteWrite), EINVAL);  // needs local write
+  EXPECT_EQ(net->e(1).rereg_mr(b.key ^ 0x5500, pd, kAllAccess), EINVAL);
+  EXPECT_EQ(net->e(1).rereg_mr(b.key, 999, kAllAccess), EINVAL);
+  ASSERT_EQ(net->e(1).rereg_mr(b.key, pd, kAccessLocalWrite | kAccessRemoteRead), 0);
+  connect();
+  expect_error_then_flush(write_then_send(kVaB, b.key), WcStatus::kRemAccessErr);
+  for (size_t i = 0; i < b.mem.size(); ++i)
+    ASSERT_EQ(b.mem[i], 0) << i;
+  ASSERT_EQ(net->e(1).rereg_mr(b.key, pd2, kAllAccess), 0);
+  EXPECT_EQ(net->e(1).dealloc_pd(pd2), EBUSY);  // the region moved there
+  connect();
+  expect_error_then_flush(write_then_send(kVaB, b.key), WcStatus::kRemAccessErr);
+  ASSERT_EQ(net->e(1).rereg_mr(b.key, pd, kAllAccess), 0);
+  EXPECT_EQ(net->e(1).dealloc_pd(pd2), 0);
+  connect();
+  ASSERT_EQ(net->e(1).post_recv(qb, make_recv(9, b, 4096, 64)), 0);  // for the SEND
+  const std::vector<Wc> wc = write_then_send(kVaB, b.key);
+  ASSERT_EQ(wc.size(), 2u);
+  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(wc[1].status, WcStatus::kSuccess);
+}
+
 TEST_F(ErrTest, QpWithoutRemoteReadIsInvalidRequest) {
   RcParams p;
   p.access = kAccessLocalWrite | kAccessRemoteWrite;

@@ -396,5 +396,49 @@ TEST(SharedRings, RecvSlotRewrittenAfterTakeChangesNothing) {
   EXPECT_EQ(std::memcmp(b.at(4096), a.at(0), 4096), 0);
 }
 
+// ibv_resize_cq's move (RingCompletionQueue::move_to): the unconsumed CQEs go to the new ring in
+// order and the arm with them; more waiting than the new ring holds is EINVAL, an impossible
+// consumer index EIO, and either leaves the CQ on its old ring, unchanged.
+TEST(SharedRings, CqMoveKeepsUnconsumedCompletionsAndTheArm) {
+  AppRings app;
+  auto r4 = app.make(sizeof(abi::Cqe), 4);
+  RingCompletionQueue q;
+  ASSERT_TRUE(q.attach(r4.mem, r4.bytes, 4));
+  shm::RingConsumer c;
+  ASSERT_EQ(c.attach(r4.mem, r4.bytes, sizeof(abi::Cqe), 4), shm::RingError::kOk);
+  for (uint64_t i = 0; i < 4; ++i) {
+    Wc w{};
+    w.wr_id = 10 + i;
+    ASSERT_TRUE(q.push(w, false));
+  }
+  abi::Cqe e{};
+  ASSERT_EQ(c.try_pop(&e), shm::RingError::kOk);  // 10 consumed; 11, 12, 13 wait
+  c.arm(true);
+  auto r2 = app.make(sizeof(abi::Cqe), 2);
+  EXPECT_EQ(q.move_to(r2.mem, r2.bytes, 2), EINVAL);  // three do not fit in two
+  EXPECT_EQ(q.depth(), 4u);
+  auto r8 = app.make(sizeof(abi::Cqe), 8);
+  EXPECT_EQ(q.move_to(r8.mem, r8.bytes, 4), EINVAL);  // not the ring's geometry
+  ASSERT_EQ(q.move_to(r8.mem, r8.bytes, 8), 0);
+  EXPECT_EQ(q.depth(), 8u);
+  shm::RingConsumer c8;
+  ASSERT_EQ(c8.attach(r8.mem, r8.bytes, sizeof(abi::Cqe), 8), shm::RingError::kOk);
+  Wc w{};
+  w.wr_id = 14;
+  w.status = WcStatus::kSuccess;
+  ASSERT_TRUE(q.push(w, true));  // solicited: fires the arm carried over
+  EXPECT_EQ(q.take_events(), 1u);
+  for (uint64_t i = 11; i <= 14; ++i) {
+    ASSERT_EQ(c8.try_pop(&e), shm::RingError::kOk);
+    EXPECT_EQ(e.wr_id, i);
+  }
+  EXPECT_EQ(c8.try_pop(&e), shm::RingError::kEmpty);
+  // The app moves its consumer index past the producer's: EIO, the CQ stays where it was.
+  std::atomic_ref<uint64_t>(static_cast<abi::RingHeader *>(r8.mem)->cons).store(99);
+  auto r16 = app.make(sizeof(abi::Cqe), 16);
+  EXPECT_EQ(q.move_to(r16.mem, r16.bytes, 16), EIO);
+  EXPECT_EQ(q.depth(), 8u);
+}
+
 }  // namespace
 }  // namespace uroce::transport::testing

@@ -20,6 +20,16 @@ int make_cq(rdma_cm_id *cid, ibv_comp_channel **ch, ibv_cq **cq, uint32_t depth)
   return *cq != nullptr ? 0 : -1;
 }
 
+// The caller's private data (if any) into *p: false when it is missing or longer than a CM
+// message carries.
+bool set_private(const rdma_conn_param *param, ctl::CmConnPayload *p) {
+  if (param == nullptr || param->private_data_len == 0) return true;
+  if (param->private_data == nullptr || param->private_data_len > ctl::kCmPrivateMax) return false;
+  p->private_len = param->private_data_len;
+  std::memcpy(p->private_data, param->private_data, p->private_len);
+  return true;
+}
+
 void free_cqs(rdma_cm_id *cid) {
   for (ibv_cq **cq : {&cid->send_cq, &cid->recv_cq})
     if (*cq != nullptr) ibv_destroy_cq(*cq), *cq = nullptr;
@@ -36,12 +46,7 @@ UROCE_EXPORT int rdma_connect(rdma_cm_id *cid, rdma_conn_param *param) {
   ctl::CmConnPayload p{};
   p.id = id->handle;
   if (cid->qp_type == IBV_QPT_UD) {  // SIDR: ask the peer for its QPN and Q_Key
-    if (param != nullptr && param->private_data_len != 0) {
-      if (param->private_data == nullptr || param->private_data_len > ctl::kCmPrivateMax)
-        return fail(EINVAL);
-      p.private_len = param->private_data_len;
-      std::memcpy(p.private_data, param->private_data, p.private_len);
-    }
+    if (!set_private(param, &p)) return fail(EINVAL);
     if (const int rc = d->call(ctl::kCmConnect, &p, sizeof p, nullptr, 0, nullptr, 0))
       return fail(-rc);
     return id->sync ? sync_wait(id, RDMA_CM_EVENT_ESTABLISHED) : 0;
@@ -65,12 +70,7 @@ UROCE_EXPORT int rdma_connect(rdma_cm_id *cid, rdma_conn_param *param) {
   p.rnr_retry_count = param != nullptr ? clamp(param->rnr_retry_count, 7) : 7;
   p.srq = cid->srq != nullptr || (param != nullptr && param->srq);
   p.path_mtu = id->path_mtu;
-  if (param != nullptr && param->private_data_len != 0) {
-    if (param->private_data == nullptr || param->private_data_len > ctl::kCmPrivateMax)
-      return fail(EINVAL);
-    p.private_len = param->private_data_len;
-    std::memcpy(p.private_data, param->private_data, p.private_len);
-  }
+  if (!set_private(param, &p)) return fail(EINVAL);
   if (const int rc = d->call(ctl::kCmConnect, &p, sizeof p, nullptr, 0, nullptr, 0))
     return fail(-rc);
   return id->sync ? sync_wait(id, RDMA_CM_EVENT_ESTABLISHED) : 0;
@@ -86,12 +86,7 @@ UROCE_EXPORT int rdma_accept(rdma_cm_id *cid, rdma_conn_param *param) {
     p.id = id->handle;
     p.qpn = cid->qp != nullptr ? cid->qp->qp_num : param->qp_num;
     p.qkey = RDMA_UDP_QKEY;
-    if (param != nullptr && param->private_data_len != 0) {
-      if (param->private_data == nullptr || param->private_data_len > ctl::kCmPrivateMax)
-        return fail(EINVAL);
-      p.private_len = param->private_data_len;
-      std::memcpy(p.private_data, param->private_data, p.private_len);
-    }
+    if (!set_private(param, &p)) return fail(EINVAL);
     if (const int rc = d->call(ctl::kCmAccept, &p, sizeof p, nullptr, 0, nullptr, 0))
       return fail(-rc);
     return 0;
@@ -117,12 +112,7 @@ UROCE_EXPORT int rdma_accept(rdma_cm_id *cid, rdma_conn_param *param) {
   p.initiator_depth = id->init_depth;
   p.rnr_retry_count = param != nullptr ? clamp(param->rnr_retry_count, 7) : 7;
   p.srq = cid->srq != nullptr || (param != nullptr && param->srq);
-  if (param != nullptr && param->private_data_len != 0) {
-    if (param->private_data == nullptr || param->private_data_len > ctl::kCmPrivateMax)
-      return fail(EINVAL);
-    p.private_len = param->private_data_len;
-    std::memcpy(p.private_data, param->private_data, p.private_len);
-  }
+  if (!set_private(param, &p)) return fail(EINVAL);
   if (const int rc = d->call(ctl::kCmAccept, &p, sizeof p, nullptr, 0, nullptr, 0))
     return fail(-rc);
   return id->sync ? sync_wait(id, RDMA_CM_EVENT_ESTABLISHED) : 0;

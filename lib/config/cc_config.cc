@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "config/cc_config.h"
 
-#include <charconv>
 #include <cstdint>
+
+#include "config/number.h"
 
 namespace uroce::config::detail {
 
@@ -30,12 +31,8 @@ uint32_t parse_value(const CcItem &it, const transport::DcqcnRange &r) {
     fail(it, "bad value '" + v + "' (expected on or off)");
   }
   uint64_t x = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x, 10);
-  if (v.empty() || ec != std::errc() || p != v.data() + v.size())
-    fail(it, "bad number '" + v + "' (expected a decimal integer)");
-  if (x < r.lo || x > r.hi)
-    fail(it, "value " + v + " out of range [" + std::to_string(r.lo) + ", " + std::to_string(r.hi) +
-                 "]");
+  std::string why;
+  if (!parse_decimal(v, r.lo, r.hi, &x, &why)) fail(it, why);
   return static_cast<uint32_t>(x);
 }
 

@@ -2,6 +2,8 @@
 #include "config/config.h"
 
 #include "config/cc_config.h"
+#include "config/number.h"
+#include "config/quota_config.h"
 
 #include <arpa/inet.h>
 
@@ -69,26 +71,11 @@ struct KeyInfo {
   bool repeatable;
 };
 constexpr KeyInfo kEalKeys[] = {{"args", true}};
-constexpr KeyInfo kDaemonKeys[] = {{"socket", false},
-                                   {"workers", false},
-                                   {"mbufs", false},
-                                   {"rx_desc", false},
-                                   {"tx_desc", false},
-                                   {"pcap", false},
-                                   {"idle_sleep_us", false},
-                                   {"poll", false},
-                                   {"idle_threshold_us", false},
-                                   {"idle_max_sleep_us", false},
-                                   {"quota_qps", false},
-                                   {"quota_cqs", false},
-                                   {"quota_srqs", false},
-                                   {"quota_mrs", false},
-                                   {"quota_mr_bytes", false},
-                                   {"quota_ctl_outstanding", false},
-                                   {"quota_event_fds", false},
-                                   {"quota_pds", false},
-                                   {"quota_ahs", false},
-                                   {"quota_ctl_rate", false}};
+constexpr KeyInfo kDaemonKeys[] = {
+    {"socket", false},           {"workers", false}, {"mbufs", false},
+    {"rx_desc", false},          {"tx_desc", false}, {"pcap", false},
+    {"idle_sleep_us", false},    {"poll", false},    {"idle_threshold_us", false},
+    {"idle_max_sleep_us", false}};
 constexpr KeyInfo kPortKeys[] = {{"device", false},       {"ipv4", true},     {"ipv6", true},
                                  {"mtu", false},          {"dscp", false},    {"ecn", false},
                                  {"ibdev", false},        {"gateway", false}, {"socket", false},
@@ -101,6 +88,8 @@ const KeyInfo *find_key(std::string_view section, std::string_view key) {
     return nullptr;
   };
   if (section == "eal") return look(kEalKeys);
+  static constexpr KeyInfo kQuotaKey{"quota", false};
+  if (section == "daemon" && detail::is_quota_key(key)) return &kQuotaKey;
   if (section == "daemon") return look(kDaemonKeys);
   if (section == "port") return look(kPortKeys);
   static constexpr KeyInfo kCcKey{"cc", false};
@@ -117,7 +106,10 @@ std::string known_keys(std::string_view section) {
     }
   };
   if (section == "eal") add(kEalKeys);
-  if (section == "daemon") add(kDaemonKeys);
+  if (section == "daemon") {
+    add(kDaemonKeys);
+    out += ", " + detail::quota_known_keys();
+  }
   if (section == "port") add(kPortKeys);
   if (section == "cc") out = detail::cc_known_keys();
   return out;
@@ -125,14 +117,9 @@ std::string known_keys(std::string_view section) {
 
 template <class T>
 T parse_uint(const Entry &e, uint64_t lo, uint64_t hi) {
-  const std::string &v = e.value;
   uint64_t x = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x, 10);
-  if (v.empty() || ec != std::errc() || p != v.data() + v.size())
-    fail_key(e, "bad number '" + v + "' (expected a decimal integer)");
-  if (x < lo || x > hi)
-    fail_key(
-        e, "value " + v + " out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  std::string why;
+  if (!detail::parse_decimal(e.value, lo, hi, &x, &why)) fail_key(e, why);
   return static_cast<T>(x);
 }
 
@@ -454,26 +441,8 @@ Config parse(std::string_view text, std::string_view filename,
           fail_key(e, "a nap of " + e.value +
                           " us costs more CPU than it saves: 0 (busy polling) or " +
                           std::to_string(kMinIdleSleepUs) + "..100000");
-      } else if (e.key == "quota_qps") {  // the engine's limits bound them too (uroced.md)
-        d.quota.qps = parse_uint<uint32_t>(e, 1, 16384);
-      } else if (e.key == "quota_cqs") {
-        d.quota.cqs = parse_uint<uint32_t>(e, 1, 16384);
-      } else if (e.key == "quota_srqs") {
-        d.quota.srqs = parse_uint<uint32_t>(e, 0, 16384);
-      } else if (e.key == "quota_mrs") {
-        d.quota.mrs = parse_uint<uint32_t>(e, 1, 1u << 20);
-      } else if (e.key == "quota_mr_bytes") {
-        d.quota.mr_bytes = parse_uint<uint64_t>(e, 4096, uint64_t{1} << 46);
-      } else if (e.key == "quota_ctl_outstanding") {  // 32 replies fit uroced's socket buffer
-        d.quota.ctl_outstanding = parse_uint<uint32_t>(e, 1, 32);
-      } else if (e.key == "quota_event_fds") {
-        d.quota.event_fds = parse_uint<uint32_t>(e, 1, 16384);
-      } else if (e.key == "quota_pds") {
-        d.quota.pds = parse_uint<uint32_t>(e, 1, 16384);
-      } else if (e.key == "quota_ahs") {
-        d.quota.ahs = parse_uint<uint32_t>(e, 1, 16384);
-      } else if (e.key == "quota_ctl_rate") {
-        d.quota.ctl_rate = parse_uint<uint32_t>(e, 0, 1000000);
+      } else if (detail::is_quota_key(e.key)) {
+        detail::apply_quota_key(e.key, e.value, e.where, &d.quota);
       } else if (e.key == "poll") {
         if (e.value == "adaptive")
           d.poll = PollMode::kAdaptive;

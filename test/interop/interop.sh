@@ -40,6 +40,7 @@
 #              UROCE_INTEROP_DAEMON_NICE  uroced's nice level (default 0); the guest's qemu:
 #                                    UROCE_INTEROP_QEMU_NICE (boot-guest.sh -N, default 0)
 #              UROCE_INTEROP_ITERS   pingpong iterations (default 50)
+#              UROCE_INTEROP_LOSS_PCT  the loss scenario's drop rate in % (default 1)
 #              UROCE_INTEROP_PT_BW_ITERS / _PT_LAT_ITERS  perftest -n (default 100 / 100)
 #              UROCE_INTEROP_KEEP=1  keep the work directory (logs, captures)
 #              UROCE_INTEROP_BUDGET  seconds for all scenarios together (default 900); every
@@ -61,10 +62,12 @@ PT_LAT_ITERS=${UROCE_INTEROP_PT_LAT_ITERS:-100}
 CACHE=${UROCE_INTEROP_CACHE:-/tmp/uroce-interop-image}
 SCENARIOS=${UROCE_INTEROP_SCENARIOS:-mtu1500 mtu4200 loss ipv6}
 ITERS=${UROCE_INTEROP_ITERS:-50}
+LOSS_PCT=${UROCE_INTEROP_LOSS_PCT:-1}
 BUDGET=${UROCE_INTEROP_BUDGET:-900}
 DAEMON_NICE=${UROCE_INTEROP_DAEMON_NICE:-0}
 QEMU_NICE=${UROCE_INTEROP_QEMU_NICE:-0}
 case $BUDGET in '' | *[!0-9]*) echo "FAIL: UROCE_INTEROP_BUDGET '$BUDGET' is not a number of seconds"; exit 2 ;; esac
+case $LOSS_PCT in [1-9] | [1-4][0-9]) ;; *) echo "FAIL: UROCE_INTEROP_LOSS_PCT '$LOSS_PCT' is not 1..49"; exit 2 ;; esac
 T0=$(date +%s)
 DEADLINE=$((T0 + BUDGET))
 
@@ -476,25 +479,25 @@ scenario() {  # scenario NAME ETH_MTU LOSS(0|1) RUNS (TYPE:SIZE ...)
     return
   }
   if [ "$loss" = 1 ]; then
-    # 1 % of the RoCE frames the bridge forwards, each direction. tc netem where the kernel has
-    # it (frames leaving the bridge towards the guest and towards uroced); otherwise (kernels
-    # without CONFIG_NET_SCH_NETEM, as this project's CI VMs) nftables on the bridge's forward
-    # hook with a random number per frame.
-    if tc -n "$NS" qdisc add dev tap0 root netem loss 1% 2>/dev/null &&
-      tc -n "$NS" qdisc add dev uro0br root netem loss 1%; then
-      echo "loss: tc netem loss 1% on tap0 and uro0br"
+    # LOSS_PCT % (default 1) of the RoCE frames the bridge forwards, each direction. tc netem
+    # where the kernel has it (frames leaving the bridge towards the guest and towards uroced);
+    # otherwise (kernels without CONFIG_NET_SCH_NETEM, as this project's CI VMs) nftables on the
+    # bridge's forward hook with a random number per frame.
+    if tc -n "$NS" qdisc add dev tap0 root netem loss "$LOSS_PCT%" 2>/dev/null &&
+      tc -n "$NS" qdisc add dev uro0br root netem loss "$LOSS_PCT%"; then
+      echo "loss: tc netem loss $LOSS_PCT% on tap0 and uro0br"
     else
       tc -n "$NS" qdisc del dev tap0 root 2>/dev/null
-      if ip netns exec "$NS" nft -f - <<'NFT'
+      if ip netns exec "$NS" nft -f - <<NFT
 table bridge uroce_loss {
   chain forward {
     type filter hook forward priority 0; policy accept;
-    udp dport 4791 numgen random mod 100 < 1 counter drop
+    udp dport 4791 numgen random mod 100 < $LOSS_PCT counter drop
   }
 }
 NFT
       then
-        echo "loss: no tc netem in this kernel; nftables drops 1% of UDP 4791 frames the bridge forwards"
+        echo "loss: no tc netem in this kernel; nftables drops $LOSS_PCT% of UDP 4791 frames the bridge forwards"
       else
         fail "$name: neither tc netem nor nftables can drop frames here"
         return
@@ -618,8 +621,11 @@ EOF
 
   # rxe drops frames it rejects without a counter: every UDP datagram the guest delivered,
   # over IPv4 (/proc/net/snmp) and IPv6 (/proc/net/snmp6), must have been accepted by rxe
-  # (rcvd_pkts).
-  local udp4 udp6 udp_in rcvd
+  # (rcvd_pkts), except the retransmissions rxe_peer reports may have reached a QP the guest's
+  # tool had already destroyed (its last send's ACK lost; rxe_peer.cc, kTailNoQpNote).
+  local udp4 udp6 udp_in rcvd noqp
+  noqp=$(sed -n 's/.*retransmitted datagrams that may have reached no QP: \([0-9]*\)$/\1/p' "$SLOG" |
+    awk '{n += $1} END {print n + 0}')
   udp4=$(awk '/^Udp: [0-9]/{print $2; exit}' "$WORK/$name-guest.log")
   udp6=$(tr -d '\r' <"$WORK/$name-guest.log" | awk '$1 == "Udp6InDatagrams" {print $2; exit}')
   rcvd=$(sed -n 's/.*rcvd_pkts \([0-9]*\).*/\1/p' "$WORK/$name-guest.log" | head -1)
@@ -628,8 +634,11 @@ EOF
   echo "guest counters: Udp InDatagrams $udp4, Udp6InDatagrams $udp6, rxe $(grep -o 'sent_pkts.*' "$WORK/$name-guest.log" | head -1)"
   if [ -n "$udp_in" ] && [ -n "$rcvd" ] && [ "$udp_in" -gt 0 ] && [ "$udp_in" = "$rcvd" ]; then
     pass "$name: rxe accepted every datagram it was given ($rcvd: $udp4 over IPv4, $udp6 over IPv6)"
+  elif [ -n "$udp_in" ] && [ -n "$rcvd" ] && [ "$rcvd" -gt 0 ] && [ "$udp_in" -gt "$rcvd" ] &&
+    [ $((udp_in - rcvd)) -le "$noqp" ]; then
+    pass "$name: rxe accepted every datagram but $((udp_in - rcvd)) of the $noqp retransmissions rxe_peer sent after the guest's tool left ($rcvd: $udp4 over IPv4, $udp6 over IPv6)"
   else
-    fail "$name: guest UDP InDatagrams '$udp4' + Udp6InDatagrams '$udp6' vs rxe rcvd_pkts '$rcvd' (rxe dropped frames)"
+    fail "$name: guest UDP InDatagrams '$udp4' + Udp6InDatagrams '$udp6' vs rxe rcvd_pkts '$rcvd', $noqp allowed (rxe dropped frames)"
   fi
 
   # uroced's view, then SIGTERM must end it with status 0.

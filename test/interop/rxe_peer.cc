@@ -68,6 +68,9 @@ constexpr uint32_t kGrhBytes = 40;
 constexpr uint32_t kRecvSlots = 16;  // receives kept posted
 constexpr uint64_t kSendWrId = 1ull << 32;
 constexpr uint8_t kGuestInitialByte = 0x7b;  // the tools memset their buffer to this
+constexpr uint32_t kRetryCnt = 7;            // RC retransmissions before RETRY_EXC_ERR
+// interop.sh sums the numbers after this phrase into the datagrams rxe may drop uncounted.
+constexpr const char *kTailNoQpNote = "retransmitted datagrams that may have reached no QP:";
 constexpr size_t kMsgLen = sizeof "0000:000000:000000:00000000000000000000000000000000";
 
 int g_fails = 0;
@@ -395,7 +398,7 @@ void connect_qp(Peer &p, const Dest &peer) {
     // ibv_rc_pingpong uses 14 (67 ms); the local ACK timeout is not on the wire, and 17
     // (0.54 s, 4.3 s over 7 retries) survives a TCG guest stalled by a loaded host.
     a.timeout = 17;
-    a.retry_cnt = 7;
+    a.retry_cnt = kRetryCnt;
     a.rnr_retry = 7;
     a.max_rd_atomic = 1;
     mask |= kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
@@ -475,18 +478,25 @@ int run(Options o) {
     pending |= 2;
   }
   Cqe cqe[8];
-  // RC: the guest's ACK for our last message can be lost (the loss scenario drops 1 % of the
-  // frames), and the guest's tool exits as soon as its own counts are reached, taking its QP
-  // with it: our retransmissions would then reach no QP (rxe drops them without a counter) and
-  // end in RETRY_EXC_ERR. Once every receive is in and only that last send is open, wait for
-  // its ACK kLastAckGraceMs (less than the 0.54 s ACK timeout: nothing is resent before), then
-  // stop without it. Its delivery is checked all the same: as client by the guest's echo of it
-  // (our last receive), as server by the guest's tool, which exits 0 only with every message.
+  // RC under loss, the end of the exchange: the guest's tool exits once its own counts are
+  // reached, taking its QP with it, so our retransmissions of the last message can reach no QP
+  // (rxe drops them without a counter).
+  //  - As client, the guest's echo of our last message (our last receive) proves its delivery:
+  //    once every receive is in, wait for the last send's ACK kLastAckGraceMs (less than the
+  //    0.54 s ACK timeout: nothing is resent before), then stop without it.
+  //  - As server, nothing proves it: the lost frame may be our message's last packet, and the
+  //    guest then waits for it. Wait for the ACK through every retransmission; RETRY_EXC_ERR on
+  //    that last send means the guest had it and left (its tool exits 0 only with every
+  //    message). Report how many retransmitted datagrams may have reached no QP, for the
+  //    script's datagram count (kTailNoQpNote).
   constexpr int kLastAckGraceMs = 350;
   Clock::time_point last_post = Clock::now();
-  bool last_unacked = false;
+  bool last_unacked = false, tail_retry_exc = false;
+  const auto last_send_open = [&] {
+    return p.type == kRc && rcnt == o.iters && scnt + 1 == o.iters;
+  };
   while (rcnt < o.iters || scnt < o.iters) {
-    if (p.type == kRc && rcnt == o.iters && scnt + 1 == o.iters &&
+    if (p.client && last_send_open() &&
         Clock::now() - last_post > std::chrono::milliseconds(kLastAckGraceMs)) {
       last_unacked = true;
       break;
@@ -503,6 +513,11 @@ int run(Options o) {
     }
     for (int i = 0; i < n; ++i) {
       const Cqe &c = cqe[i];
+      if (c.status == static_cast<uint32_t>(uroce::transport::WcStatus::kRetryExcErr) &&
+          !p.client && (c.wr_id & kSendWrId) && last_send_open()) {
+        tail_retry_exc = true;
+        break;
+      }
       if (c.status != 0) {
         FAIL("completion wr_id 0x%lx status %u opcode %u vendor_err %u",
              static_cast<unsigned long>(c.wr_id), c.status, c.opcode, c.vendor_err);
@@ -512,6 +527,11 @@ int run(Options o) {
         if (c.opcode != kWcSend) FAIL("send completion with opcode %u", c.opcode);
         ++scnt;
         pending &= ~2u;
+        const auto ack_ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_post).count();
+        if (p.type == kRc && scnt == o.iters && ack_ms > kLastAckGraceMs)
+          std::printf("note: the last send's ACK came %lld ms after it (retransmitted)\n",
+                      static_cast<long long>(ack_ms));
       } else {
         if (c.opcode != kWcRecv) FAIL("receive completion with opcode %u", c.opcode);
         if (c.qp_num != p.qp->qpn) FAIL("receive completion for qp 0x%x", c.qp_num);
@@ -526,6 +546,7 @@ int run(Options o) {
         pending = 3;
       }
     }
+    if (tail_retry_exc) break;
   }
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   if (last_unacked) {
@@ -533,6 +554,12 @@ int run(Options o) {
     // acknowledged the guest's last message while we waited.
     std::printf("note: no ACK for the last send within %d ms (lost): not waited for\n",
                 kLastAckGraceMs);
+  } else if (tail_retry_exc) {
+    const uint32_t pkts = (o.size + o.mtu - 1) / o.mtu;
+    std::printf(
+        "note: the last send ended in RETRY_EXC_ERR (its ACK lost, the guest gone): "
+        "%s %u\n",
+        kTailNoQpNote, kRetryCnt * pkts);
   } else {
     // Stay a moment so the engine acknowledges the guest's last message before the QP goes
     // away.

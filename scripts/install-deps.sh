@@ -16,7 +16,7 @@ PKGS=(
   python3 python3-scapy tshark
   python3-matplotlib  # apps/uroce-perf/uroce-perf-plot: charts of uroce-perf's JSON results
   # rdma-core tools run unmodified over the shim, and network tooling for tests
-  ibverbs-utils perftest rdma-core iproute2 ucx-utils
+  ibverbs-utils perftest rdma-core iproute2 ucx-utils libfabric-bin
   # rdma_cm programs over the drop-in librdmacm (drivers/rdmacm: its headers; test cm_apps)
   librdmacm-dev rdmacm-utils
   python3-pyverbs  # rdma-core 44's own test suite (test/verbs/pyverbs.sh), run over the shim

@@ -4,7 +4,8 @@
 # scratch directory), fail / pass / stop_pid / on, and an EXIT trap that stops both daemons by
 # PID and prints their logs when something failed.
 # Before sourcing: UROCED (the daemon binary), SHIM (the shim's directory), NAME (a short tag:
-# DPDK file prefixes and the scratch directory carry it and $$). IP_NET (e.g. 10.83.0) optional.
+# DPDK file prefixes and the scratch directory carry it and $$). IP_NET (e.g. 10.83.0) optional;
+# IBDEV_B (default uroce_b) names B's device.
 # uroced itself never sees the shim (env -u LD_LIBRARY_PATH -u LD_PRELOAD).
 
 # shellcheck source=../integration/common.sh
@@ -63,7 +64,7 @@ wait_running() {  # wait_running NAME PID: up to 60 s
 }
 start_uroced a server 0 "$IP_NET.1"
 wait_running a "$PID_A" || { fail "uroced A did not come up: $(tail -5 "$WORK/uroced-a.log")"; exit 1; }
-start_uroced b client 1 "$IP_NET.2" --set port.p0.ibdev=uroce_b
+start_uroced b client 1 "$IP_NET.2" --set port.p0.ibdev="${IBDEV_B:-uroce_b}"
 wait_running b "$PID_B" || { fail "uroced B did not come up: $(tail -5 "$WORK/uroced-b.log")"; exit 1; }
 SOCK_A=$WORK/uroced-a.sock
 SOCK_B=$WORK/uroced-b.sock

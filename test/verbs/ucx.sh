@@ -8,6 +8,10 @@
 #      UCX_NET_DEVICES set: tag_bw over ud_verbs (UD receives need the RoCE L3 type in
 #      ibv_wc.sl), tag_bw and ucp_put_bw over rc_verbs,ud_verbs, 64 KB messages. Every run
 #      must exit 0 on both sides (no hang at exit) and print its "Final:" line.
+#   3. ucx_perftest, UCT (one transport, no UCP): put_bw (zcopy: RDMA WRITE), get (zcopy: RDMA
+#      READ), put_lat (short: inline WRITE), am_bw (bcopy: SEND) over rc_verbs, and am_bw over
+#      ud_verbs. A UCT server takes the client's -d, so both daemons name their device uroce0
+#      here (IBDEV_B).
 # Usage: ucx.sh PATH/TO/uroced SHIM_DIR PATH/TO/uroce-run [RUNS]
 set -uo pipefail
 
@@ -19,7 +23,7 @@ RUNS=${4:-3}
 for t in ucx_info ucx_perftest unshare timeout ss; do
   command -v $t >/dev/null || { echo "FAIL: '$t' not found (scripts/install-deps.sh installs it)"; exit 1; }
 done
-NAME=ucx IP_NET=10.86.0
+NAME=ucx IP_NET=10.86.0 IBDEV_B=uroce0
 # shellcheck source=two_uroced.sh
 . "$(dirname "$0")/two_uroced.sh"
 
@@ -44,7 +48,7 @@ PORT=$((30000 + (ID % 20000)))
 perf() {  # perf TLS TEST
   local tls=$1 test=$2
   PORT=$((PORT + 1))
-  on "$SOCK_B" env UCX_TLS="$tls,self" UCX_NET_DEVICES=uroce_b:1 timeout 90 "$RUN" --dev-nodes -- \
+  on "$SOCK_B" env UCX_TLS="$tls,self" UCX_NET_DEVICES=uroce0:1 timeout 90 "$RUN" --dev-nodes -- \
     ucx_perftest -p "$PORT" >"$WORK/server.log" 2>&1 &
   PID_S=$!
   local up=0
@@ -74,6 +78,38 @@ for _ in $(seq "$RUNS"); do
   perf rc_verbs,ud_verbs tag_bw
   perf rc_verbs,ud_verbs ucp_put_bw
 done
+
+# --- 3. UCT perftests between the daemons (the server learns the test from the client)
+uct() {  # uct TL TEST DATA_LAYOUT SIZE
+  local tl=$1 test=$2 layout=$3 size=$4 rc_c=1 rc_s up=0
+  PORT=$((PORT + 1))
+  on "$SOCK_B" timeout 90 "$RUN" --dev-nodes -- ucx_perftest -p "$PORT" >"$WORK/server.log" 2>&1 &
+  PID_S=$!
+  for _ in $(seq 200); do
+    if ss -ltnH "sport = :$PORT" 2>/dev/null | grep -q .; then up=1; break; fi
+    kill -0 "$PID_S" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ $up -eq 1 ]; then
+    on "$SOCK_A" timeout 90 "$RUN" --dev-nodes -- ucx_perftest -p "$PORT" -x "$tl" -d uroce0:1 \
+      -t "$test" -D "$layout" -s "$size" -n 2000 127.0.0.1 >"$WORK/client.log" 2>&1
+    rc_c=$?
+  fi
+  wait "$PID_S"; rc_s=$?
+  PID_S=""
+  if [ $rc_c -eq 0 ] && [ $rc_s -eq 0 ] && grep -qE "^Final: +2000 " "$WORK/client.log"; then
+    pass "UCT $test -D $layout -s $size over $tl: $(grep -E '^Final:' "$WORK/client.log" | tr -s ' ')"
+  else
+    fail "UCT $test -D $layout -s $size over $tl: client exit $rc_c, server exit $rc_s (listening: $up)"
+    sed 's/^/  server: /' "$WORK/server.log" | tail -10
+    sed 's/^/  client: /' "$WORK/client.log" | tail -10
+  fi
+}
+uct rc_verbs put_bw zcopy 65536
+uct rc_verbs get zcopy 65536
+uct rc_verbs put_lat short 64
+uct rc_verbs am_bw bcopy 4096
+uct ud_verbs am_bw bcopy 1000
 
 kill -0 "$PID_A" 2>/dev/null && kill -0 "$PID_B" 2>/dev/null || fail "a daemon died"
 echo "$FAILS failure(s)"

@@ -4,23 +4,28 @@
 # unmodified cmtime between two uroced on memif through the drop-in librdmacm (server on A,
 # client on B, -c CONNS connections at once, ROUNDS client runs), beside kernel TCP connection
 # setup over loopback in the same run (python3: CONNS non-blocking connects to a listener,
-# accepted, then closed: the baseline of "a connection" on this machine).
+# accepted, then closed: the baseline of "a connection" on this machine). With --rxe, the
+# same cmtime rounds then run between two Linux rxe guests of the interop rig (test/interop/rig:
+# qemu TCG, the kernel's rdma_cm on both sides, guest A server, guest B client), side by side.
 #
-#   bench/run-cmtime.sh [--builddir DIR] [--conns N] [--rounds N]
+#   bench/run-cmtime.sh [--builddir DIR] [--conns N] [--rounds N] [--rxe [--image DIR]]
 #
 # Prints cmtime's step table of every round, and one summary line per round: connect total
 # (ms) and connections per second, against TCP's. Nothing is asserted; needs root (memif).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=$here/build CONNS=100 ROUNDS=3
+BUILD=$here/build CONNS=100 ROUNDS=3 RXE=0 IMAGE=/tmp/uroce-interop-image
 while [ $# -gt 0 ]; do
   case $1 in
     --builddir) BUILD=$2; shift 2 ;;
     --conns) CONNS=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
-    *) echo "usage: $0 [--builddir DIR] [--conns N] [--rounds N]"; exit 2 ;;
+    --rxe) RXE=1; shift ;;
+    --image) IMAGE=$2; shift 2 ;;
+    *) echo "usage: $0 [--builddir DIR] [--conns N] [--rounds N] [--rxe [--image DIR]]"; exit 2 ;;
   esac
 done
+case $CONNS$ROUNDS in '' | *[!0-9]*) echo "--conns and --rounds take numbers"; exit 2 ;; esac
 UROCED=$BUILD/apps/uroced/uroced SHIM=$BUILD/drivers/verbs CMSHIM=$BUILD/drivers/rdmacm
 NAME=cmbench IP_NET=10.89.0
 # shellcheck source=../test/verbs/two_uroced.sh
@@ -71,3 +76,33 @@ done
 for p in $(pgrep -P "$PID_S") "$PID_S"; do kill -TERM "$p" 2>/dev/null; done
 wait "$PID_S" 2>/dev/null
 PID_S=""
+
+# --- the rxe half: two guests of the rig on one bridge, the kernel's rdma_cm on both
+[ "$RXE" = 1 ] || exit 0
+RIG=$here/test/interop/rig
+[ -s "$IMAGE/vmlinux" ] || { echo "rxe: no guest image in $IMAGE (test/interop/rig/build-image.sh $IMAGE)"; exit 1; }
+NS=uroce-cmtime-$$
+GA=10.77.0.11 GB=10.77.0.12
+bash "$RIG/netns.sh" up "$NS" 1500 2 >/dev/null || { echo "rxe: netns.sh up failed"; exit 1; }
+trap 'bash "$RIG/netns.sh" down "$NS" >/dev/null 2>&1; cleanup' EXIT
+cat >"$WORK/guest-a.sh" <<EOS
+timeout 900 cmtime -b $GA -p 7190 -c $CONNS
+EOS
+cat >"$WORK/guest-b.sh" <<EOS
+# wait (bounded) until the server listens: a REJ or an unreachable peer fails at once
+for i in \$(seq 120); do cmtime -s $GA -p 7190 -c 1 >/dev/null 2>&1 && break; sleep 2; done
+for r in \$(seq $ROUNDS); do echo "== round \$r"; timeout 300 cmtime -s $GA -p 7190 -c $CONNS; done
+EOS
+env -u LD_LIBRARY_PATH "$RIG/boot-guest.sh" -k "$IMAGE" -n "$NS" -t tap0 -a "$GA/24" \
+  -s "$WORK/guest-a.sh" -T 1000 >"$WORK/guest-a.log" 2>&1 &
+GPA=$!
+env -u LD_LIBRARY_PATH "$RIG/boot-guest.sh" -k "$IMAGE" -n "$NS" -t tap1 -a "$GB/24" \
+  -s "$WORK/guest-b.sh" -T 900 >"$WORK/guest-b.log" 2>&1
+echo "rxe guests (qemu TCG, one vCPU each): guest B exit $?"
+kill "$GPA" 2>/dev/null
+wait "$GPA" 2>/dev/null
+tr -d '\r' <"$WORK/guest-b.log" | awk -v n="$CONNS" '
+  /^== round/ {r = $3; show = 0}
+  /^step/ {show = 1}
+  show {print}
+  $1 == "connect" {printf "round %d: rxe cmtime: %d connects %.2f ms (%.0f/s)\n", r, n, $3, n / ($3 / 1000)}'

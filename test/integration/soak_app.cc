@@ -19,7 +19,8 @@
 // path are counted, not failures; losses are UD's).
 // A pair without progress for 60 s is a failure (stalled). After SECONDS no new operation
 // starts, and every outstanding one must complete. Prints a progress line every 10 s and
-// totals at the end; exit 0 and "0 failure(s)" when every check passed.
+// totals at the end; exit 0 and "0 failure(s)" when every check passed. After a failure the
+// QPs are kept 12 s before they are destroyed (the script reads their state meanwhile).
 #include <unistd.h>
 
 #include <array>
@@ -572,6 +573,12 @@ int main(int argc, char **argv) {
               static_cast<unsigned long long>(s.ud_recv),
               static_cast<unsigned long long>(s.ud_dup));
   if (s.ud_recv == 0) FAIL("no UD datagram arrived");
+  if (g_fails != 0) {
+    // The QPs stay 12 s more, for the script's monitor to read them (uroced_soak.sh: every
+    // counter of both daemons at the first FAIL line, within 5 s).
+    std::printf("keeping the QPs 12 s for the monitor\n");
+    std::this_thread::sleep_for(std::chrono::seconds(12));
+  }
   for (Pair &p : s.pairs) {
     s.A.ctx->destroy_qp(*p.a);
     s.B.ctx->destroy_qp(*p.b);

@@ -125,12 +125,14 @@ void Daemon::snapshot_stats() {
       bool rp_on = false, rp_throttled = false;
       double rp_rate = 0, rp_target = 0;
       transport::DcqcnRp::Stats rps;
+      transport::QpDebug dbg;
       run_on(ow, [&] {
         const transport::QpCounters *x = w_[ow]->eng->qp_counters(qpn);
         if (x == nullptr) return;
         cc = *x;
         c = &cc;
         w_[ow]->eng->query_qp(qpn, &a, &init);
+        w_[ow]->eng->qp_debug(qpn, &dbg);
         const transport::DcqcnRp *rp = w_[ow]->eng->qp_rp(qpn);
         if (rp && w_[ow]->eng->config().dcqcn) {
           rp_on = true;
@@ -160,6 +162,34 @@ void Daemon::snapshot_stats() {
       add_stat(v, q + "cnp_rcvd", c->cnp_rcvd);
       add_stat(v, q + "window_cuts", c->window_cuts);
       add_stat(v, q + "window_restores", c->window_restores);
+      // The transport state (core.h QpDebug): what a stalled QP waits for.
+      const std::pair<const char *, uint64_t> st[] = {{"req_psn", dbg.req_psn},
+                                                      {"sent_psn", dbg.sent_psn},
+                                                      {"comp_psn", dbg.comp_psn},
+                                                      {"resp_psn", dbg.resp_psn},
+                                                      {"resp_msn", dbg.resp_msn},
+                                                      {"req_idx", dbg.req_idx},
+                                                      {"sq_head", dbg.sq_head},
+                                                      {"sq_tail", dbg.sq_tail},
+                                                      {"rq_count", dbg.rq_count},
+                                                      {"acks_queued", dbg.acks_queued},
+                                                      {"window", dbg.window},
+                                                      {"rd_atomic_out", dbg.rd_atomic_out},
+                                                      {"retry_left", dbg.retry_left},
+                                                      {"rnr_left", dbg.rnr_left},
+                                                      {"peer_credits", dbg.peer_credits},
+                                                      {"resp_prev_op", dbg.resp_prev_op},
+                                                      {"active", dbg.active},
+                                                      {"rnr_wait", dbg.rnr_wait},
+                                                      {"retry_started", dbg.retry_started},
+                                                      {"resp_in_msg", dbg.resp_in_msg},
+                                                      {"resp_has_wqe", dbg.resp_has_wqe},
+                                                      {"resp_nak_sent", dbg.resp_nak_sent},
+                                                      {"retrans_armed", dbg.retrans_armed},
+                                                      {"rnr_armed", dbg.rnr_armed},
+                                                      {"sq_token", dbg.sq_token}};
+      for (const auto &[k, val] : st)
+        add_stat(v, q + k, val);
       if (rp_on) {
         add_stat(v, q + "cc_throttled", rp_throttled ? 1 : 0);
         add_stat(v, q + "cc_rate_mbps", static_cast<uint64_t>(rp_rate));

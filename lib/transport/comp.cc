@@ -87,6 +87,19 @@ void loss_window_cut(Qp &qp, uint32_t min_window) noexcept {
   ++qp.stats.window_cuts;
 }
 
+// Whether the requester must run again: WQEs copied and not all sent, or (shared rings) the
+// engine holds the SQ doorbell token. Only the requester gives the token back (when it finds the
+// ring empty), and the app does not ring while the engine holds it (doc/ipc.md, "Doorbells"):
+// a QP left off the active list with the token is never sent its next WR (issue 19's stall,
+// after req_skip_to completed a message the requester had not finished looking at).
+template <class Qp>
+bool requester_due(const Qp &qp) noexcept {
+  if constexpr (requires { qp.sq.token(); })
+    return qp.has_send_work() || qp.sq.token();
+  else
+    return qp.has_send_work();
+}
+
 // An ACK advanced comp_psn: one more PSN in flight; at the old level the limit is lifted.
 template <class Qp>
 void loss_window_grow(Qp &qp) noexcept {
@@ -285,7 +298,7 @@ void EngineCoreT<Q>::completer_rx(Qp &qp, const wire::ParsedPacket &p) noexcept 
         if (is_rd_atomic(w->opcode) && qp.rd_atomic_out) --qp.rd_atomic_out;
         qp.sq.pop();  // the slot is free before the completion is visible
         complete_send(qp, *w, WcStatus::kSuccess);
-        if (qp.has_send_work()) activate(qp);  // a fence or the rd_atomic limit may lift
+        if (requester_due(qp)) activate(qp);  // a fence or the rd_atomic limit may lift
         if (qp.state == QpState::kSqd && qp.en_sqd_async_notify && !qp.sqd_notified &&
             qp.req_idx == qp.sq.tail()) {
           qp.sqd_notified = true;
@@ -349,7 +362,7 @@ void EngineCoreT<Q>::completer_rx(Qp &qp, const wire::ParsedPacket &p) noexcept 
     else
       wheel_.cancel(&qp.retrans_timer);
     // The PSN window (max_inflight_psn) may have opened: a requester blocked on it must run.
-    if (qp.has_send_work() && !qp.rnr_wait) activate(qp);
+    if (requester_due(qp) && !qp.rnr_wait) activate(qp);
   }
 }
 

@@ -104,6 +104,19 @@ struct AsyncEventRecord {
   uint32_t handle = 0;  // QPN, CQ or SRQ handle
 };
 
+// A QP's transport state for a person chasing a stall (uroce-stat qp.N.*): the PSNs of its
+// three roles, its queue indices and what it waits for. A copy, taken on the engine's thread.
+struct QpDebug {
+  uint32_t req_psn = 0, sent_psn = 0, comp_psn = 0, resp_psn = 0, resp_msn = 0;
+  uint32_t req_idx = 0, sq_head = 0, sq_tail = 0;  // SQ counters
+  uint32_t rq_count = 0;                           // receive WQEs waiting (own RQ)
+  uint32_t acks_queued = 0, window = 0, rd_atomic_out = 0;
+  uint8_t retry_left = 0, rnr_left = 0, peer_credits = 0, resp_prev_op = 0;
+  bool active = false, rnr_wait = false, retry_started = false, resp_in_msg = false;
+  bool resp_has_wqe = false, resp_nak_sent = false, retrans_armed = false, rnr_armed = false;
+  bool sq_token = false;  // shared rings: the engine holds the SQ doorbell token
+};
+
 template <class Q>
 class EngineCoreT {
  public:
@@ -201,6 +214,38 @@ class EngineCoreT {
     return valid_srq(srq) ? srqs_[srq - 1].rq.count() : 0;
   }
   uint32_t active_qps() const noexcept { return active_count_; }
+  // The state of QP `qpn` (QpDebug); false for an unknown QPN.
+  bool qp_debug(uint32_t qpn, QpDebug *d) const noexcept {
+    const Qp *q = find_qp(qpn);
+    if (q == nullptr) return false;
+    *d = QpDebug{};
+    d->req_psn = q->req_psn;
+    d->sent_psn = q->sent_psn;
+    d->comp_psn = q->comp_psn;
+    d->resp_psn = q->resp_psn;
+    d->resp_msn = q->resp_msn;
+    d->req_idx = q->req_idx;
+    d->sq_head = q->sq.head();
+    d->sq_tail = q->sq.tail();
+    d->rq_count = q->srq ? 0 : q->rq.count();
+    d->acks_queued = q->acks.size();
+    d->window = q->window;
+    d->rd_atomic_out = q->rd_atomic_out;
+    d->retry_left = q->retry_left;
+    d->rnr_left = q->rnr_left;
+    d->peer_credits = q->peer_credits;
+    d->resp_prev_op = q->resp_prev_op;
+    d->active = q->active;
+    d->rnr_wait = q->rnr_wait;
+    d->retry_started = q->retry_started;
+    d->resp_in_msg = q->resp_in_msg;
+    d->resp_has_wqe = q->resp_has_wqe;
+    d->resp_nak_sent = q->resp_nak_sent;
+    d->retrans_armed = q->retrans_timer.armed();
+    d->rnr_armed = q->rnr_timer.armed();
+    if constexpr (Q::kShared) d->sq_token = q->sq.token();
+    return true;
+  }
   // A QP's DCQCN reaction point (cc.cc; at line rate without cfg.dcqcn); null if unknown QPN.
   const DcqcnRp *qp_rp(uint32_t qpn) const noexcept {
     const Qp *q = find_qp(qpn);

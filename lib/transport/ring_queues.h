@@ -78,6 +78,7 @@ class RingSendQueue {
     owned_ = ring_.release_notify();
     return owned_;
   }
+  bool token() const noexcept { return owned_; }
 
   // Copies up to `budget` newly published WQEs into the engine's state; returns how many. A
   // slot whose header cannot be a WQE (reserved bits, opcode, flags, SGE count, inline length)

@@ -19,7 +19,8 @@
 // path are counted, not failures; losses are UD's).
 // A pair without progress for 60 s is a failure (stalled). After SECONDS no new operation
 // starts, and every outstanding one must complete. Prints a progress line every 10 s and
-// totals at the end; exit 0 and "0 failure(s)" when every check passed.
+// totals at the end; exit 0 and "0 failure(s)" when every check passed. After a failure the
+// QPs are kept 12 s before they are destroyed (the script reads their state meanwhile).
 #include <unistd.h>
 
 #include <array>
@@ -79,6 +80,9 @@ constexpr uint32_t kRecvsPosted = 4;
 // UD: datagrams of kUdLen, B's receive slots after the pairs' slices.
 constexpr uint32_t kUdLen = 512, kUdSlot = 40 + 1024, kUdRecvs = 64, kUdInFlight = 8;
 constexpr auto kStall = std::chrono::seconds(60);
+// A pair without progress for kSlow is reported once ("slow pair", with both QPNs) so that the
+// script can read the QPs' state while the pair is still stuck (uroced_soak.sh).
+constexpr auto kSlow = std::chrono::seconds(15);
 
 int g_fails = 0;
 #define FAIL(...)                                     \
@@ -203,6 +207,7 @@ struct Pair {
   uint32_t rseq_done = 0;  // B's receive WQEs completed
   Clock::time_point last = Clock::now();
   uint64_t ops = 0;
+  bool slow_told = false;
 };
 
 uint64_t wr_id(uint32_t i, uint32_t seq) {
@@ -336,6 +341,10 @@ struct Soak {
     ++p.seq;
     p.busy = false;
     p.last = Clock::now();
+    if (p.slow_told)
+      std::printf("pair %u moves again after %llu ops\n", p.i,
+                  static_cast<unsigned long long>(p.ops));
+    p.slow_told = false;
   }
 
   Pair *pair_of(uint64_t id, uint32_t qpn, bool a_side) {
@@ -513,6 +522,14 @@ int main(int argc, char **argv) {
       if (!p.busy && !stopping && g_fails == 0) s.start(p);
       if (p.busy) {
         ++busy;
+        if (now - p.last > kSlow && !p.slow_told) {
+          std::printf(
+              "slow pair %u: qpn A %u B %u: %s of %u B (a_done %d b_done %d) after %llu "
+              "ops, wr seq %u, B receives posted %u done %u\n",
+              p.i, p.a->qpn, p.b->qpn, kOpNames[p.op], p.len, p.a_done, p.b_done,
+              static_cast<unsigned long long>(p.ops), p.seq, p.rseq_post, p.rseq_done);
+          p.slow_told = true;
+        }
         if (now - p.last > kStall) {
           FAIL("pair %u stalled: %s (a_done %d b_done %d) after %llu ops", p.i, kOpNames[p.op],
                p.a_done, p.b_done, static_cast<unsigned long long>(p.ops));
@@ -556,6 +573,12 @@ int main(int argc, char **argv) {
               static_cast<unsigned long long>(s.ud_recv),
               static_cast<unsigned long long>(s.ud_dup));
   if (s.ud_recv == 0) FAIL("no UD datagram arrived");
+  if (g_fails != 0) {
+    // The QPs stay 12 s more, for the script's monitor to read them (uroced_soak.sh: every
+    // counter of both daemons at the first FAIL line, within 5 s).
+    std::printf("keeping the QPs 12 s for the monitor\n");
+    std::this_thread::sleep_for(std::chrono::seconds(12));
+  }
   for (Pair &p : s.pairs) {
     s.A.ctx->destroy_qp(*p.a);
     s.B.ctx->destroy_qp(*p.b);

@@ -19,6 +19,20 @@
 # directions; the retransmit / duplicate counters of the daemons show recovery happened; the
 # RSS (VmRSS) and the fd count of each uroced, sampled every 5 s, stay within +-5 % of their
 # value at the end of the warm-up (the first third of the run, at least 20 s).
+# Self-diagnosing (issue 19's stall): at the app's first FAIL line the monitor saves every
+# counter of both daemons (uroce-stat) in DIAG; soak_app prints "slow pair N: qpn A X B Y ..."
+# when a pair made no progress for 15 s; the monitor then dumps both QPs' counters and state
+# (uroce-stat qp.X. / qp.Y.: PSNs, queue indices, timers, tokens) and the engines' counters,
+# twice 10 s apart (at most 4 pairs), into DIAG (UROCE_SOAK_DIAG, default
+# /tmp/uroce-soak-diag-PID, made only then and kept). With UROCE_SOAK_PCAP=DIR both uroced
+# capture every frame (daemon.pcap) into a directory made in DIR and removed at exit; after a
+# slow pair, DIAG keeps each capture's frames of the slow pairs' QPs from 20 s before the first
+# report on (editcap, tshark). DIR should be a tmpfs (/dev/shm: about 1.1 GB per daemon and
+# 200 s of soak): the capture is written on the poll loop, and a busy disk blocks it long
+# enough to fail the soak by itself (doc/security.md, Soak).
+# UROCE_SOAK_PAUSE_MS=MS (off by default): every 2 s, uroced A is stopped (SIGSTOP) for MS
+# milliseconds and continued, as a daemon descheduled on a loaded machine is (issue 19's stall
+# needed a pause longer than the QPs' 134-ms local ACK timeout right after a 16-packet burst).
 # Needs root and nft. Every wait is bounded; everything it creates is removed on exit.
 # Usage: uroced_soak.sh UROCED UROCE_STAT SOAK_APP [SECONDS (60)] [NQP (64)]
 # UROCE_SOAK_SECONDS, if set, overrides SECONDS: the 10-minute run from meson is
@@ -36,9 +50,15 @@ need_root "network namespaces, veths, nftables, tc"
 need_tools ip nft tc timeout
 
 WORK=$(mktemp -d /tmp/uroce-soak-XXXXXX)
-PID_MON=""
+PID_MON="" PID_DIAG=""
 pass() { echo "ok: [${SECONDS}s] $*"; }
-netns_cleanup_hook() { [ -n "$PID_MON" ] && kill "$PID_MON" 2>/dev/null; }
+netns_cleanup_hook() {
+  [ -n "$PID_MON" ] && kill "$PID_MON" 2>/dev/null
+  [ -n "$PID_DIAG" ] && kill "$PID_DIAG" 2>/dev/null
+  [ -n "${PID_PAUSE:-}" ] && kill "$PID_PAUSE" 2>/dev/null && kill -CONT "$PID_A" 2>/dev/null
+  [ -n "${CAP:-}" ] && rm -rf "$CAP"
+  return 0
+}
 
 # shellcheck source=netns_pair.sh
 . "$(dirname "$0")/netns_pair.sh"
@@ -85,8 +105,17 @@ nft_counts() {  # nft_counts CHAIN: "DROPPED DUPLICATED DETOURED"
          END { print d + 0, u + 0, f + 0 }'
 }
 
-netns_conf a "$VA" 10.79.0.1 "workers = 0"
-netns_conf b "$VB" 10.79.0.2 "workers = 1"
+DIAG=${UROCE_SOAK_DIAG:-/tmp/uroce-soak-diag-$$}
+CAP=""
+if [ -n "${UROCE_SOAK_PCAP:-}" ]; then
+  need_tools tshark editcap
+  CAP=$(mktemp -d "$UROCE_SOAK_PCAP/uroce-soak-pcap-XXXXXX") || { echo "FAIL: mktemp in $UROCE_SOAK_PCAP"; exit 1; }
+  netns_conf a "$VA" 10.79.0.1 "workers = 0" "pcap = $CAP/a.pcap"
+  netns_conf b "$VB" 10.79.0.2 "workers = 1" "pcap = $CAP/b.pcap"
+else
+  netns_conf a "$VA" 10.79.0.1 "workers = 0"
+  netns_conf b "$VB" 10.79.0.2 "workers = 1"
+fi
 netns_start_daemons
 pass "two uroced on af_packet behind a lossy, duplicating, reordering path (pids $PID_A, $PID_B)"
 
@@ -101,17 +130,70 @@ timeout $((SECS + 300)) "$APP" "$WORK/uroced-a.sock" "$WORK/uroced-b.sock" "$SEC
   >"$WORK/app.log" 2>&1 &
 PID_APP=$!
 T0=$SECONDS
+# diagnose: at the app's first FAIL line, every counter of both daemons (DIAG/first-fail.*);
+# for each new "slow pair" line of the app, the two QPs' state now and 10 s later.
+diagnose() {
+  local line n qa qb k
+  if [ ! -e "$DIAG/first-fail.a" ] && grep -q '^FAIL' "$WORK/app.log"; then
+    mkdir -p "$DIAG"
+    grep -m1 '^FAIL' "$WORK/app.log" >"$DIAG/first-fail"
+    for k in a b; do timeout 30 "$STAT" -s "$WORK/uroced-$k.sock" >"$DIAG/first-fail.$k" 2>&1; done
+    echo "  diag: first failure: every counter of both daemons in $DIAG/first-fail.a and .b"
+  fi
+  while read -r line; do
+    n=$(sed -E 's/^slow pair ([0-9]+):.*/\1/' <<<"$line")
+    [ -e "$DIAG/pair-$n.1" ] && continue
+    [ "$(cat "$DIAG"/pair-*.1 2>/dev/null | grep -c '^# A ')" -ge 4 ] && break  # 4 pairs: enough
+    qa=$(sed -E 's/.*qpn A ([0-9]+) B.*/\1/' <<<"$line")
+    qb=$(sed -E 's/.*qpn A [0-9]+ B ([0-9]+).*/\1/' <<<"$line")
+    mkdir -p "$DIAG"
+    echo "$(date -u +%s) $n $qa $qb" >>"$DIAG/slow"
+    for k in 1 2; do
+      {
+        echo "# $(date -u +%T) $line"
+        echo "# A (requester side) qp.$qa.*"
+        timeout 30 "$STAT" -s "$WORK/uroced-a.sock" "qp.$qa."
+        echo "# B (responder side) qp.$qb.*"
+        timeout 30 "$STAT" -s "$WORK/uroced-b.sock" "qp.$qb."
+        echo "# A engine / worker"
+        timeout 30 "$STAT" -s "$WORK/uroced-a.sock" engine. worker.
+        echo "# B engine / worker"
+        timeout 30 "$STAT" -s "$WORK/uroced-b.sock" engine. worker.
+      } >"$DIAG/pair-$n.$k" 2>&1
+      [ $k = 1 ] && sleep 10
+    done
+    echo "  diag: pair $n slow (QPs $qa / $qb): state in $DIAG/pair-$n.1 and .2"
+  done < <(grep '^slow pair' "$WORK/app.log")
+}
 ( while sleep 5; do
     echo "$((SECONDS - T0)) $(sample "$PID_A") $(sample "$PID_B")"
   done >"$WORK/samples" ) &
 PID_MON=$!
+( while sleep 5; do diagnose; done >>"$WORK/diag.log" 2>&1 ) &
+PID_DIAG=$!
+PID_PAUSE=""
+if [ -n "${UROCE_SOAK_PAUSE_MS:-}" ]; then
+  ( while sleep 2; do
+      kill -STOP "$PID_A" 2>/dev/null || break
+      sleep "$(awk -v ms="$UROCE_SOAK_PAUSE_MS" 'BEGIN { printf "%.3f", ms / 1000 }')"
+      kill -CONT "$PID_A"
+    done ) &
+  PID_PAUSE=$!
+fi
 wait "$PID_APP"
 rc=$?
 PID_APP=""
-kill "$PID_MON" 2>/dev/null
-wait "$PID_MON" 2>/dev/null
-PID_MON=""
+if [ -n "$PID_PAUSE" ]; then
+  kill "$PID_PAUSE" 2>/dev/null
+  wait "$PID_PAUSE" 2>/dev/null
+  kill -CONT "$PID_A" 2>/dev/null
+  PID_PAUSE=""
+fi
+kill "$PID_MON" "$PID_DIAG" 2>/dev/null
+wait "$PID_MON" "$PID_DIAG" 2>/dev/null
+PID_MON="" PID_DIAG=""
 sed 's/^/  app: /' "$WORK/app.log"
+cat "$WORK/diag.log" 2>/dev/null
 if [ $rc -eq 0 ] && grep -q "^0 failure(s)" "$WORK/app.log"; then
   pass "$NQP RC pairs with every opcode + UD for $SECS s: no lost / duplicated completion, no data error"
 else
@@ -163,5 +245,18 @@ else
 fi
 
 for d in a b; do stop_uroced $d 'stopped'; done
+# The captures' slices of the slow pairs (the daemons are stopped: the files are complete).
+if [ -s "$DIAG/slow" ] && [ -n "$CAP" ]; then
+  read -r t0 _ < "$DIAG/slow"
+  qps=$(awk '{ printf "%s%s, %s", (NR > 1 ? ", " : ""), $3, $4 }' "$DIAG/slow")
+  filter="infiniband.bth.destqp in {$qps}"
+  for d in a b; do
+    editcap -A "$((t0 - 20))" "$CAP/$d.pcap" "$CAP/$d-late.pcap" &&
+      timeout 600 tshark -r "$CAP/$d-late.pcap" -Y "$filter" -w "$DIAG/$d-slow-qps.pcap" ||
+      echo "  diag: no slice of $d.pcap (editcap / tshark failed)"
+    rm -f "$CAP/$d-late.pcap"
+  done
+  ls -l "$DIAG" | sed 's/^/  diag: /'
+fi
 echo "$FAILS failure(s)"
 [ "$FAILS" -eq 0 ]

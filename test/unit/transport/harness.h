@@ -139,7 +139,9 @@ class NetT {
       return e(i).create_srq(node(i).pd, max_wr, max_sge);
     }
   }
-  // Writes the WR into the next SQ slot (as the verbs shim does) and rings the doorbell.
+  // Writes the WR into the next SQ slot (as the verbs shim does) and rings the doorbell:
+  // always, or with claim_doorbells set only when RingProducer::claim_notify() says so (the
+  // app's doorbell protocol, doc/ipc.md "Doorbells": no ring while the engine holds the token).
   int post_send(size_t i, uint32_t qpn, const SendWr &wr) {
     if constexpr (kRings) {
       shm::RingProducer &p = node(i).app.sq[qpn];
@@ -174,6 +176,8 @@ class NetT {
       }
       std::memcpy(s, &h, sizeof h);
       p.commit(1);
+      // As the app does (lib/client, drivers/verbs): ring only when the token was idle.
+      if (claim_doorbells && !p.claim_notify()) return 0;
       return e(i).sq_doorbell(qpn);
     } else {
       return e(i).post_send(qpn, wr);
@@ -376,6 +380,7 @@ class NetT {
     });
   }
 
+  bool claim_doorbells = false;  // see post_send
   FakeClock clock;
   FakeLink link;
   std::vector<std::unique_ptr<Node>> nodes;

@@ -153,13 +153,18 @@ int CmService::bind_id(Id &id, const wire::Gid &gid, bool v6, uint16_t port) {
   if (id.bound) return -EINVAL;
   int gi = -1;
   if (is_zero(gid.raw, 16)) {
-    wire::Gid probe;
+    // Any address of the family: IPv4, or the port's first global IPv6 address, else its
+    // link-local one (a port without a configured IPv6 address still has fe80::).
+    wire::Gid probe, g;
     if (!v6)
       probe = wire::Gid::from_ipv4(1, 1, 1, 1);
     else
-      probe.raw[0] = 0x20;  // a global address: the first of the port's
-    wire::Gid g;
-    if (!pick_source(probe, &g)) return -EADDRNOTAVAIL;
+      probe.raw[0] = 0x20;
+    if (!pick_source(probe, &g)) {
+      probe.raw[0] = 0xfe;
+      probe.raw[1] = 0x80;
+      if (!v6 || !pick_source(probe, &g)) return -EADDRNOTAVAIL;
+    }
     gi = local_gid_index(g);
   } else {
     gi = local_gid_index(gid);
@@ -209,8 +214,11 @@ int CmService::do_resolve_addr(uint64_t sess, ctl::Message &m, uint8_t *rep, siz
   if (id == nullptr || id->listening || id->comm_id != 0) return -EINVAL;
   const wire::Gid dst = wire::Gid::from_bytes(p.dst_gid);
   if (!id->bound) {
-    if (const int rc = bind_id(*id, wire::Gid::from_bytes(p.src_gid), !dst.is_v4mapped(), 0))
-      return rc;
+    // No source address: the port's first of the destination's kind, as a route would give
+    // (a link-local destination gets fe80::, a global one a global address).
+    wire::Gid src = wire::Gid::from_bytes(p.src_gid);
+    if (is_zero(src.raw, 16) && !pick_source(dst, &src)) return -EADDRNOTAVAIL;
+    if (const int rc = bind_id(*id, src, !dst.is_v4mapped(), 0)) return rc;
   }
   if (id->local.is_v4mapped() != dst.is_v4mapped()) return -EINVAL;
   id->peer = dst;

@@ -222,11 +222,15 @@ void CmService::on_event(const cm::Event &e) {
     c.ps = lis.ps;
     c.qp_type = lis.qp_type;
     c.bound = c.resolved = true;
+    // A REQ's primary path names both ends (the QP's GIDs, which need not be the ones its
+    // MAD came from); a SIDR_REQ has none: the MAD's source and our address of its kind.
     c.peer = e.peer;
-    if (e.req != nullptr)
+    if (e.req != nullptr) {
       c.local = e.req->primary.remote_gid;
-    else if (!pick_source(e.peer, &c.local))
+      c.peer = e.req->primary.local_gid;
+    } else if (!pick_source(e.peer, &c.local)) {
       c.local = lis.local;
+    }
     c.local_port = lis.local_port;
     cm::CmaHdr h;
     const uint8_t *priv =

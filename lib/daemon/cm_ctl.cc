@@ -276,16 +276,7 @@ int CmService::do_connect(uint64_t sess, ctl::Message &m) {
   const size_t hdr = ip_ps(id->ps) ? cm::kCmaHdrSize : 0;
   auto write_hdr = [&](uint8_t *priv) {
     if (hdr == 0) return;
-    cm::CmaHdr h;
-    h.ip_version = id->peer.is_v4mapped() ? 4 : 6;
-    h.port = id->local_port;
-    std::memcpy(h.src, id->local.raw, 16);
-    std::memcpy(h.dst, id->peer.raw, 16);
-    if (h.ip_version == 4) {
-      std::memset(h.src, 0, 12);
-      std::memset(h.dst, 0, 12);
-    }
-    cm::write_cma_hdr(h, priv);
+    cm::write_cma_hdr(cm::CmaHdr::of(id->local, id->local_port, id->peer), priv);
   };
   uint32_t comm = 0;
   if (id->qp_type == kQptUd) {  // SIDR: the peer's QPN and Q_Key for a service id

@@ -60,6 +60,9 @@ struct Id {
   Chan *chan = nullptr;
   uint16_t gid_index = 0;
   uint8_t peer_gid[16] = {};
+  // The app's sin6_scope_id (bind, or resolve's source, else its destination, as the kernel's
+  // cma_bind_addr): kept on the id's link-local addresses. uroce picks no device by it.
+  uint32_t scope = 0;
   uint8_t tos = 0;
   bool tos_set = false;
   // The QP's ACK timeout: RDMA_OPTION_ID_ACK_TIMEOUT, the REQ's (passive side), or Linux's

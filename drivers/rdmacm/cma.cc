@@ -415,6 +415,38 @@ UROCE_EXPORT int rdma_destroy_id(rdma_cm_id *cid) {
   return 0;
 }
 
+// As librdmacm: the id's later events, and those queued for it that the app has not fetched,
+// come from `channel`; NULL makes the id synchronous with a channel of its own. A channel the
+// id owned (a synchronous id's) is destroyed. Unlike librdmacm, this does not wait for the
+// app to ack the events of the id it already fetched (nothing of them refers to the channel).
+UROCE_EXPORT int rdma_migrate_id(rdma_cm_id *cid, rdma_event_channel *channel) {
+  Id *id = to_id(cid);
+  if (id == nullptr) return fail(EINVAL);
+  const bool sync = channel == nullptr;
+  if (sync) {
+    channel = rdma_create_event_channel();
+    if (channel == nullptr) return -1;
+  }
+  auto *to = reinterpret_cast<Chan *>(channel);
+  Chan *from = id->chan;
+  if (to == from) return 0;
+  if (id->handle != 0) {
+    ctl::CmMigratePayload p{id->handle, chan_handle(to, id->dev)};
+    int rc = p.channel == 0 ? -errno : 0;
+    if (rc == 0) rc = id->dev->call(ctl::kCmMigrateId, &p, sizeof p, nullptr, 0, nullptr, 0);
+    if (rc != 0) {
+      if (sync) rdma_destroy_event_channel(channel);
+      return fail(-rc);
+    }
+  }
+  move_pending(from, to, id);
+  id->chan = to;
+  cid->channel = channel;
+  if (id->own_chan) rdma_destroy_event_channel(&from->ch);
+  id->sync = id->own_chan = sync;
+  return 0;
+}
+
 UROCE_EXPORT int rdma_bind_addr(rdma_cm_id *cid, sockaddr *addr) {
   Id *id = to_id(cid);
   ctl::CmAddrPayload p{};

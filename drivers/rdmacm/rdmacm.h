@@ -112,5 +112,7 @@ uint32_t random_psn();
 int sync_wait(Id *id, rdma_cm_event_type want);
 Event *pop_pending(Chan *c);         // the oldest pending event, or nullptr
 void drop_pending(Chan *c, Id *id);  // acks the pending events of an id being destroyed
+// rdma_migrate_id: the pending events of `id` (and its listener's CONNECT_REQUESTs) move.
+void move_pending(Chan *from, Chan *to, Id *id);
 
 }  // namespace uroce::rdmacm

@@ -87,6 +87,8 @@ int CmService::handle(uint64_t sess, ctl::Message &m, uint8_t *rep, size_t *len)
       return do_destroy_id(sess, m);
     case ctl::kCmGetEvent:
       return do_get_event(sess, m, rep, len);
+    case ctl::kCmMigrateId:
+      return do_migrate_id(sess, m);
     default:
       return -EOPNOTSUPP;
   }
@@ -426,6 +428,44 @@ int CmService::do_get_event(uint64_t sess, ctl::Message &m, uint8_t *rep, size_t
     return 0;
   }
   return -EAGAIN;
+}
+
+int CmService::do_migrate_id(uint64_t sess, ctl::Message &m) {
+  ctl::CmMigratePayload p{};
+  if (!m.payload_as(&p)) return -EINVAL;
+  Id *id = id_of(sess, p.id);
+  const auto to = channels_.find(p.channel);
+  if (id == nullptr || to == channels_.end() || to->second->session != sess) return -EINVAL;
+  const auto from = channels_.find(id->channel);
+  id->channel = p.channel;
+  if (from == channels_.end() || from == to) return 0;
+  // The id's queued events go along in order, and so do its listener's CONNECT_REQUESTs with
+  // their new ids (as the kernel's ucma_migrate_id): those ids report to the new channel too.
+  auto &q = from->second->q;
+  size_t moved = 0;
+  for (auto it = q.begin(); it != q.end();) {
+    const bool req = it->event == ctl::kEvConnectRequest && it->listen_id == p.id;
+    if (it->id != p.id && !req) {
+      ++it;
+      continue;
+    }
+    if (req) {
+      const auto c = ids_.find(it->id);
+      if (c != ids_.end()) c->second->channel = p.channel;
+    }
+    if (to->second->q.size() < Channel::kMaxQueued) {
+      to->second->q.push_back(*it);
+      ++moved;
+    } else {
+      ++gc_.events_lost;
+    }
+    it = q.erase(it);
+  }
+  if (moved != 0) {
+    const char b = 1;
+    (void)::send(to->second->wake.get(), &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+  return 0;
 }
 
 }  // namespace uroce::daemon

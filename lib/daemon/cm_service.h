@@ -108,6 +108,7 @@ class CmService final : public ctl::Handler, private cm::Host {
   int do_disconnect(uint64_t sess, ctl::Message &m);
   int do_destroy_id(uint64_t sess, ctl::Message &m);
   int do_get_event(uint64_t sess, ctl::Message &m, uint8_t *rep, size_t *len);
+  int do_migrate_id(uint64_t sess, ctl::Message &m);
   int sidr_answer(Id &id, uint8_t status, const ctl::CmConnPayload &p);  // SIDR_REP
 
   Id *id_of(uint64_t sess, uint32_t handle);

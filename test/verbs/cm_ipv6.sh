@@ -13,8 +13,9 @@
 #   4. A listener bound to :: (rping -s -a ::) takes an IPv6 and an IPv4 client.
 #   5. cmtime -c 10 over IPv6.
 #   6. A connect to an IPv6 port nobody listens on: RDMA_CM_EVENT_REJECTED at once.
-#   7. cm_addr_check (cm_addr_check.c) over the global and the link-local address: what
-#      rdma_get_local_addr / rdma_get_peer_addr / the path record report on both sides.
+#   7. cm_addr_check (cm_addr_check.c) over the global and the link-local address and with a
+#      listener on ::: what rdma_get_local_addr / rdma_get_peer_addr / the path record report
+#      on both sides; and rdma_migrate_id (the client's DISCONNECTED on its second channel).
 #   8. The daemons' CM counters: MADs received, none bad, no QP 1 drops, no MAD without route.
 # Every wait is bounded; every process started is stopped by PID; the namespaces are removed.
 # Usage: cm_ipv6.sh PATH/TO/uroced VERBS_SHIM_DIR RDMACM_SHIM_DIR PATH/TO/uroce-stat
@@ -193,6 +194,8 @@ addr_check() {
 addr_check global "$V6_A" "$V6_A" 7192 client
 addr_check link-local "$LL_A%1" "$LL_A%1" 7193 client
 addr_check any "::" "$V6_A" 7194 client  # a listener on :: reports ::, as the kernel
+# rdma_migrate_id: the DISCONNECTED comes on the second channel, nothing on the first
+addr_check migrate "$V6_A" "$V6_A" 7195 client-migrate
 
 # --- 8. the daemons' CM counters
 for s in a b; do

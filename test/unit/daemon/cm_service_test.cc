@@ -578,5 +578,74 @@ TEST_F(CmServiceTest, AnyIpv6WithoutAGlobalAddressIsTheLinkLocalOne) {
   EXPECT_EQ(ar.gid_index, 0);
 }
 
+TEST_F(CmServiceTest, MigrateIdMovesQueuedAndLaterEvents) {
+  // rdma_migrate_id: B's id moves to a second channel with the DISCONNECTED already queued for
+  // it on the first; A's listener moves with the CONNECT_REQUEST queued for it, and that
+  // request's new id reports to the new channel too.
+  const Conn c = establish();
+  ASSERT_EQ(handle_req(a, 1, ctl::kCmDisconnect, c.child), 0);  // DREQ
+  pump();
+  int app_b2 = -1;
+  const uint32_t ch_b2 = channel(b, 2, &app_b2);
+  drain(c.app_b);
+  ASSERT_EQ(req(b, 2, ctl::kCmMigrateId, ctl::CmMigratePayload{c.cli, ch_b2}), 0);
+  ctl::CmEventReply ev{};
+  EXPECT_FALSE(event(b, 2, c.ch_b, &ev));
+  EXPECT_TRUE(readable(app_b2));
+  ASSERT_TRUE(event(b, 2, ch_b2, &ev));
+  EXPECT_EQ(ev.event, ctl::kEvDisconnected);
+  EXPECT_EQ(ev.id, c.cli);
+  ASSERT_EQ(handle_req(b, 2, ctl::kCmDisconnect, c.cli), 0);  // DREP
+  pump();
+  ASSERT_TRUE(event(a, 1, c.ch_a, &ev));
+  EXPECT_EQ(ev.event, ctl::kEvDisconnected);
+
+  // A second client connects; its CONNECT_REQUEST waits on A's first channel.
+  const uint32_t cli2 = new_id(b, 2, c.ch_b);
+  ctl::CmResolvePayload rp{};
+  rp.id = cli2;
+  rp.dst_port = 7000;
+  std::memcpy(rp.dst_gid, pa.gid(1).raw, 16);
+  ctl::CmAddrReply ar{};
+  ASSERT_EQ(req(b, 2, ctl::kCmResolveAddr, rp, &ar, sizeof ar), 0);
+  ASSERT_EQ(handle_req(b, 2, ctl::kCmResolveRoute, cli2), 0);
+  ctl::CmConnPayload cp{};
+  cp.id = cli2;
+  cp.qpn = 0x99;
+  cp.path_mtu = 3;
+  ASSERT_EQ(req(b, 2, ctl::kCmConnect, cp), 0);
+  pump();
+  int app_a2 = -1;
+  const uint32_t ch_a2 = channel(a, 1, &app_a2);
+  ASSERT_EQ(req(a, 1, ctl::kCmMigrateId, ctl::CmMigratePayload{c.lis, ch_a2}), 0);
+  EXPECT_FALSE(event(a, 1, c.ch_a, &ev));
+  ASSERT_TRUE(event(a, 1, ch_a2, &ev));
+  EXPECT_EQ(ev.event, ctl::kEvConnectRequest);
+  EXPECT_EQ(ev.listen_id, c.lis);
+  const uint32_t child2 = ev.id;
+  ctl::CmConnPayload ap{};
+  ap.id = child2;
+  ap.qpn = 0x98;
+  ASSERT_EQ(req(a, 1, ctl::kCmAccept, ap), 0);
+  pump();
+  ASSERT_TRUE(event(b, 2, c.ch_b, &ev));  // ADDR_RESOLVED, ROUTE_RESOLVED, CONNECT_RESPONSE
+  ASSERT_TRUE(event(b, 2, c.ch_b, &ev));
+  ASSERT_TRUE(event(b, 2, c.ch_b, &ev));
+  EXPECT_EQ(ev.event, ctl::kEvConnectResponse);
+  ASSERT_EQ(handle_req(b, 2, ctl::kCmEstablish, cli2), 0);
+  pump();
+  EXPECT_FALSE(event(a, 1, c.ch_a, &ev));
+  ASSERT_TRUE(event(a, 1, ch_a2, &ev));
+  EXPECT_EQ(ev.event, ctl::kEvEstablished);
+  EXPECT_EQ(ev.id, child2);
+
+  // Another session's channel, an unknown id, and a channel that is not one: refused.
+  int app_x = -1;
+  const uint32_t ch_x = channel(a, 9, &app_x);
+  EXPECT_EQ(req(a, 1, ctl::kCmMigrateId, ctl::CmMigratePayload{c.lis, ch_x}), -EINVAL);
+  EXPECT_EQ(req(a, 1, ctl::kCmMigrateId, ctl::CmMigratePayload{12345, ch_a2}), -EINVAL);
+  EXPECT_EQ(req(a, 1, ctl::kCmMigrateId, ctl::CmMigratePayload{c.lis, c.lis}), -EINVAL);
+}
+
 }  // namespace
 }  // namespace uroce::daemon

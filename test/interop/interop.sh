@@ -202,11 +202,16 @@ run_tool() {  # run_tool RUN PMTU [host|guest]
 # cm_tool RUN server|client OWN_IP PEER_IP PORT [guest]: an rdma_cm program of a cm- run (the
 # connection through rdma_cm: on the host the drop-in librdmacm and uroced's CM, in the guest
 # the kernel's rdma_cm over rxe). udaddy has no port option (7174). A cms- run is the cm- run
-# with uroce as server only.
+# with uroce as server only. A cm- run ending in @v6 uses both sides' global IPv6 addresses
+# for the IPv4 ones it is given (scenario cm6).
 cm_tool() {
   local type=${1%%:*} size role=$2 own=$3 peer=$4 port=$5 dev=""
   type=${type/#cms-/cm-}
   size=$(run_size "$1")
+  case $1 in *@v6)
+    own=${own/#$UROCE_IP/$UROCE_IP6} own=${own/#$GUEST_IP/$GUEST_IP6}
+    peer=${peer/#$UROCE_IP/$UROCE_IP6} peer=${peer/#$GUEST_IP/$GUEST_IP6} ;;
+  esac
   [ "${6:-}" = guest ] && dev="-d rxe0 "
   case $type:$role in
     cm-rping:server) echo "rping -s -a $own -p $port -C 10 -S $size -v -V" ;;
@@ -425,11 +430,14 @@ want_opcodes() {
 # cm_mad_check NAME PCAP RUNS: the MADs of the capture as tshark dissects them (source, class,
 # attribute): each is class 0x07 (CM) version 2 with no malformed mark or expert info, and
 # uroced and the guest each sent REQ, REP, RTU and a DREQ or DREP (RC runs), SIDR_REQ and
-# SIDR_REP (udaddy).
+# SIDR_REP (udaddy). Runs ending in @v6 (all or none of them): over IPv6.
 cm_mad_check() {
-  local name=$1 pcap=$2 runs=$3 rows bad want side a n
-  rows=$(tshark -n -r "$pcap" -Y 'infiniband.bth.destqp == 1' -T fields -E separator=' ' \
-    -e ip.src -e infiniband.mad.mgmtclass -e infiniband.mad.classversion \
+  local name=$1 pcap=$2 runs=$3 rows bad want side a n src=ip.src ua=$UROCE_IP ga=$GUEST_IP
+  case " $runs" in *@v6*) src=ipv6.src ua=$UROCE_IP6 ga=$GUEST_IP6 ;; esac
+  # (UDP checksum 0 over IPv6 accepted, as check_interop_capture.py: rxe and uroce send it)
+  rows=$(tshark -n -o udp.ignore_ipv6_zero_checksum:TRUE -r "$pcap" -Y 'infiniband.bth.destqp == 1' \
+    -T fields -E separator=' ' \
+    -e "$src" -e infiniband.mad.mgmtclass -e infiniband.mad.classversion \
     -e infiniband.mad.attributeid -e _ws.malformed -e _ws.expert.message 2>"$WORK/$name-mads.err")
   echo "$rows" >"$WORK/$name-mads.txt"
   bad=$(awk 'NF != 4 || $2 != "0x07" || $3 != "0x02"' <<<"$rows" | head -5)
@@ -439,7 +447,7 @@ cm_mad_check() {
   fi
   want="0x0010 0x0013 0x0014"           # REQ REP RTU
   case " $runs" in *" cm-udaddy"*) want="$want 0x0017 0x0018" ;; esac
-  for side in "$UROCE_IP uroced" "$GUEST_IP guest"; do
+  for side in "$ua uroced" "$ga guest"; do
     read -r a n <<<"$side"
     for w in $want; do
       awk -v a="$a" -v w="$w" '$1 == a && $4 == w {f = 1} END {exit !f}' <<<"$rows" ||
@@ -747,6 +755,9 @@ PP_IPV6=${UROCE_INTEROP_PP_IPV6-rc:4096@v6 ud:1024@ll}
 # The rdma_cm programs against the guest's kernel rdma_cm (issue 15), each with uroce as client
 # and as server (cms-PROG: uroce as server only). UROCE_INTEROP_CM replaces the list.
 CM_RUNS=${UROCE_INTEROP_CM:-cm-rping:64 cm-ucmatose:100 cm-udaddy:100 cm-write_bw:65536 cm-send_bw:65536}
+# The same over IPv6 (the global addresses; not in the default list: rxe_interop_cm6).
+# rping's 4000-byte buffer fills path-MTU packets (the capture check wants some).
+CM6_RUNS=${UROCE_INTEROP_CM6:-cm-rping:4000@v6 cm-ucmatose:100@v6 cm-udaddy:100@v6}
 # run_scenario NAME ETH_MTU LOSS RUNS: scenario with its start and end lines (elapsed time,
 # results), torn down whichever way it ended; one line of the final summary.
 SUMMARY=()
@@ -767,8 +778,9 @@ for s in $SCENARIOS; do
     mtu4200) run_scenario mtu4200 4200 0 "$(echo $PP_4200 ${SHIM:+$SHIM_4200})" ;;
     loss) run_scenario loss 1500 1 "$(echo $PP_LOSS ${SHIM:+$SHIM_LOSS})" ;;
     ipv6) run_scenario ipv6 1500 0 "$(echo $PP_IPV6 ${SHIM:+$SHIM_IPV6})" ;;
-    cm) if [ -n "$CMSHIM" ]; then run_scenario cm 1500 0 "$CM_RUNS"; else
-      fail "scenario cm: no drop-in librdmacm given (interop.sh's 7th argument)"; fi ;;
+    cm | cm6) if [ -n "$CMSHIM" ]; then
+      if [ "$s" = cm ]; then run_scenario cm 1500 0 "$CM_RUNS"; else run_scenario cm6 1500 0 "$CM6_RUNS"; fi
+    else fail "scenario $s: no drop-in librdmacm given (interop.sh's 7th argument)"; fi ;;
     *) fail "unknown scenario '$s'" ;;
   esac
 done

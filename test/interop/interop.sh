@@ -203,7 +203,8 @@ run_tool() {  # run_tool RUN PMTU [host|guest]
 # connection through rdma_cm: on the host the drop-in librdmacm and uroced's CM, in the guest
 # the kernel's rdma_cm over rxe). udaddy has no port option (7174). A cms- run is the cm- run
 # with uroce as server only. A cm- run ending in @v6 uses both sides' global IPv6 addresses
-# for the IPv4 ones it is given (scenario cm6).
+# for the IPv4 ones it is given, one ending in @ll their link-local ones with a scope id (the
+# guest's eth0; any on the host: uroce picks no device by it) (scenario cm6).
 cm_tool() {
   local type=${1%%:*} size role=$2 own=$3 peer=$4 port=$5 dev=""
   type=${type/#cms-/cm-}
@@ -211,6 +212,11 @@ cm_tool() {
   case $1 in *@v6)
     own=${own/#$UROCE_IP/$UROCE_IP6} own=${own/#$GUEST_IP/$GUEST_IP6}
     peer=${peer/#$UROCE_IP/$UROCE_IP6} peer=${peer/#$GUEST_IP/$GUEST_IP6} ;;
+  *@ll)
+    local sc=%1
+    [ "${6:-}" = guest ] && sc=%eth0
+    own=${own/#$UROCE_IP/$UROCE_LL$sc} own=${own/#$GUEST_IP/$GUEST_LL$sc}
+    peer=${peer/#$UROCE_IP/$UROCE_LL$sc} peer=${peer/#$GUEST_IP/$GUEST_LL$sc} ;;
   esac
   [ "${6:-}" = guest ] && dev="-d rxe0 "
   case $type:$role in
@@ -430,10 +436,11 @@ want_opcodes() {
 # cm_mad_check NAME PCAP RUNS: the MADs of the capture as tshark dissects them (source, class,
 # attribute): each is class 0x07 (CM) version 2 with no malformed mark or expert info, and
 # uroced and the guest each sent REQ, REP, RTU and a DREQ or DREP (RC runs), SIDR_REQ and
-# SIDR_REP (udaddy). Runs ending in @v6 (all or none of them): over IPv6.
+# SIDR_REP (udaddy). Runs ending in @v6 / @ll (all or none of them): over IPv6, from either
+# of a side's IPv6 addresses.
 cm_mad_check() {
   local name=$1 pcap=$2 runs=$3 rows bad want side a n src=ip.src ua=$UROCE_IP ga=$GUEST_IP
-  case " $runs" in *@v6*) src=ipv6.src ua=$UROCE_IP6 ga=$GUEST_IP6 ;; esac
+  case " $runs" in *@v6* | *@ll*) src=ipv6.src ua="$UROCE_IP6|$UROCE_LL" ga="$GUEST_IP6|$GUEST_LL" ;; esac
   # (UDP checksum 0 over IPv6 accepted, as check_interop_capture.py: rxe and uroce send it)
   rows=$(tshark -n -o udp.ignore_ipv6_zero_checksum:TRUE -r "$pcap" -Y 'infiniband.bth.destqp == 1' \
     -T fields -E separator=' ' \
@@ -450,10 +457,10 @@ cm_mad_check() {
   for side in "$ua uroced" "$ga guest"; do
     read -r a n <<<"$side"
     for w in $want; do
-      awk -v a="$a" -v w="$w" '$1 == a && $4 == w {f = 1} END {exit !f}' <<<"$rows" ||
+      awk -v a="^($a)\$" -v w="$w" '$1 ~ a && $4 == w {f = 1} END {exit !f}' <<<"$rows" ||
         fail "$name: no CM attribute $w from $n in the capture"
     done
-    awk -v a="$a" '$1 == a && ($4 == "0x0015" || $4 == "0x0016") {f = 1} END {exit !f}' <<<"$rows" ||
+    awk -v a="^($a)\$" '$1 ~ a && ($4 == "0x0015" || $4 == "0x0016") {f = 1} END {exit !f}' <<<"$rows" ||
       fail "$name: no DREQ / DREP from $n in the capture"
   done
   pass "$name: $(wc -l <<<"$rows") CM MADs, tshark clean: $(awk '{c[$1" "$4]++} END {for (k in c) printf "%s:%d ", k, c[k]}' <<<"$rows")"
@@ -757,7 +764,7 @@ PP_IPV6=${UROCE_INTEROP_PP_IPV6-rc:4096@v6 ud:1024@ll}
 CM_RUNS=${UROCE_INTEROP_CM:-cm-rping:64 cm-ucmatose:100 cm-udaddy:100 cm-write_bw:65536 cm-send_bw:65536}
 # The same over IPv6 (the global addresses; not in the default list: rxe_interop_cm6).
 # rping's 4000-byte buffer fills path-MTU packets (the capture check wants some).
-CM6_RUNS=${UROCE_INTEROP_CM6:-cm-rping:4000@v6 cm-ucmatose:100@v6 cm-udaddy:100@v6}
+CM6_RUNS=${UROCE_INTEROP_CM6:-cm-rping:4000@v6 cm-ucmatose:100@v6 cm-udaddy:100@v6 cm-rping:4000@ll cm-udaddy:100@ll}
 # run_scenario NAME ETH_MTU LOSS RUNS: scenario with its start and end lines (elapsed time,
 # results), torn down whichever way it ended; one line of the final summary.
 SUMMARY=()

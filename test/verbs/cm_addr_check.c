@@ -13,7 +13,9 @@
 //                     rdma_migrate_id moves the id to a second channel: the DISCONNECTED that
 //                     follows rdma_disconnect arrives there, with the id, and the first channel
 //                     has nothing ("client local ADDR" printed). `client-migrate` does the
-//                     migration; `client` disconnects on the first channel.
+//                     migration, and migrates a second id to NULL (synchronous: its
+//                     rdma_resolve_addr returns resolved); `client` disconnects on the first
+//                     channel.
 // Exit 0 when every check passed; each failure prints "FAIL: ..." and exits 1.
 #include <arpa/inet.h>
 #include <errno.h>
@@ -184,12 +186,28 @@ static int client(const char *addr, const char *port, int migrate) {
     check(id->channel == ch2, "rdma_migrate_id: id->channel is the new channel");
     if (rdma_disconnect(id) != 0) die("rdma_disconnect");
     rdma_ack_cm_event(expect(ch2, RDMA_CM_EVENT_DISCONNECTED, id));
+    // rdma_migrate_id(NULL): the id becomes synchronous (a channel of its own): its
+    // rdma_resolve_addr returns once resolved, and nothing reaches the old channel.
+    struct rdma_cm_id *sid = NULL;
+    if (rdma_create_id(ch, &sid, NULL, RDMA_PS_TCP) != 0) die("rdma_create_id (second)");
+    if (rdma_migrate_id(sid, NULL) != 0) die("rdma_migrate_id(NULL)");
+    check(sid->channel != NULL && sid->channel != ch && sid->channel != ch2,
+          "rdma_migrate_id(NULL): a channel of the id's own");
+    if (rdma_resolve_addr(sid, NULL, ai->ai_dst_addr, 2000) != 0)
+      die("rdma_resolve_addr on the synchronous id");
+    check(rdma_get_local_addr(sid)->sa_family == AF_INET6 && rdma_get_src_port(sid) != 0,
+          "the synchronous id is resolved when rdma_resolve_addr returns");
+    struct rdma_cm_event *ev = NULL;
+    fcntl(sid->channel->fd, F_SETFL, fcntl(sid->channel->fd, F_GETFL) | O_NONBLOCK);
+    errno = 0;
+    check(rdma_get_cm_event(sid->channel, &ev) != 0 && errno == EAGAIN,
+          "the synchronous call took its ADDR_RESOLVED (none left on the id's channel)");
     int fl = fcntl(ch->fd, F_GETFL);
     fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK);
-    struct rdma_cm_event *ev = NULL;
     errno = 0;
     check(rdma_get_cm_event(ch, &ev) != 0 && errno == EAGAIN,
           "the old channel has no event after rdma_migrate_id");
+    rdma_destroy_id(sid);
   }
   rdma_destroy_id(id);
   rdma_destroy_event_channel(ch);

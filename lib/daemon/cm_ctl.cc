@@ -183,6 +183,7 @@ int CmService::bind_id(Id &id, const wire::Gid &gid, bool v6, uint16_t port) {
     return -EADDRINUSE;
   }
   ports_[port_key(id.ps, port)] = id.handle;
+  id.any = is_zero(gid.raw, 16);
   id.local = port_.gid(static_cast<size_t>(gi));
   id.gid_index = static_cast<uint16_t>(gi);
   id.local_port = port;

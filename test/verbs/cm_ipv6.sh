@@ -12,7 +12,8 @@
 #      an IPv6 header) over IPv6.
 #   4. A listener bound to :: (rping -s -a ::) takes an IPv6 and an IPv4 client.
 #   5. cmtime -c 10 over IPv6.
-#   6. A connect to an IPv6 port nobody listens on: RDMA_CM_EVENT_REJECTED at once.
+#   6. A connect to an IPv6 port nobody listens on: RDMA_CM_EVENT_REJECTED at once; one to the
+#      port of a listener bound to the IPv6 address, over IPv4: REJECTED with reason 28.
 #   7. cm_addr_check (cm_addr_check.c) over the global and the link-local address and with a
 #      listener on ::: what rdma_get_local_addr / rdma_get_peer_addr / the path record report
 #      on both sides; and rdma_migrate_id (the client's DISCONNECTED on its second channel).
@@ -170,6 +171,26 @@ if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "RDMA_CM_EVENT_REJECTED" "$WORK/r
   pass "IPv6 connect to a port nobody listens on: RDMA_CM_EVENT_REJECTED (rc=$rc)"
 else
   fail "IPv6 connect to an unused port: rc=$rc, $(tail -3 "$WORK/rping-rej.log")"
+fi
+
+# --- 6b. a listener bound to the IPv6 address refuses a client of its port over IPv4 (REJ 28,
+# as the kernel: its rdma_cm matches the REQ's header against the bound address)
+cm_on "$SOCK_A" timeout 60 rping -s -a "$V6_A" -p 7196 -C 1 -v >"$WORK/rping-af-s.log" 2>&1 &
+PID_S=$!
+sleep 1
+cm_on "$SOCK_B" timeout 30 rping -c -a "$IP_A" -p 7196 -C 1 -v >"$WORK/rping-af-c.log" 2>&1
+rc=$?
+alive=0
+kill -0 "$PID_S" 2>/dev/null && alive=1
+for p in $(pgrep -P "$PID_S") "$PID_S"; do kill -TERM "$p" 2>/dev/null; done
+wait "$PID_S" 2>/dev/null
+PID_S=""
+mism=$(netns_stat a cm.req_addr_mismatch)
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "RDMA_CM_EVENT_REJECTED, error 28" "$WORK/rping-af-c.log" &&
+   [ $alive -eq 1 ] && [ "${mism:-0}" -ge 1 ]; then
+  pass "listener on $V6_A, client to $IP_A on its port: REJECTED (28), listener still up, cm.req_addr_mismatch=$mism"
+else
+  fail "listener on $V6_A, IPv4 client: rc=$rc, listener alive=$alive, mismatch=${mism:-?}, $(tail -2 "$WORK/rping-af-c.log")"
 fi
 
 # --- 7. cm_addr_check: the addresses and path record the library reports

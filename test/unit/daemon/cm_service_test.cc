@@ -647,5 +647,47 @@ TEST_F(CmServiceTest, MigrateIdMovesQueuedAndLaterEvents) {
   EXPECT_EQ(req(a, 1, ctl::kCmMigrateId, ctl::CmMigratePayload{c.lis, c.lis}), -EINVAL);
 }
 
+TEST_F(CmServiceTest, ListenerBoundToOneAddressRefusesRequestsForAnother) {
+  // A listens on 10.0.0.1 port 7000 (bound to that address); B connects to A's link-local
+  // address on port 7000: A answers REJ 28 (the kernel's answer when rdma_cm finds no id),
+  // makes no id and queues nothing; B sees REJECTED with that reason.
+  pb.peer_gid = pa.gid(0);
+  std::memcpy(pb.peer_mac, pa.mac(), 6);
+  int app_a = -1, app_b = -1;
+  const uint32_t ch_a = channel(a, 1, &app_a), ch_b = channel(b, 2, &app_b);
+  const uint32_t lis = new_id(a, 1, ch_a);
+  ctl::CmAddrPayload bp{};
+  bp.id = lis;
+  bp.port = 7000;
+  std::memcpy(bp.gid, pa.gid(1).raw, 16);
+  ctl::CmAddrReply ar{};
+  ASSERT_EQ(req(a, 1, ctl::kCmBind, bp, &ar, sizeof ar), 0);
+  ASSERT_EQ(handle_req(a, 1, ctl::kCmListen, lis), 0);
+  const uint32_t cli = new_id(b, 2, ch_b);
+  ctl::CmResolvePayload rp{};
+  rp.id = cli;
+  rp.dst_port = 7000;
+  std::memcpy(rp.dst_gid, pa.gid(0).raw, 16);
+  ASSERT_EQ(req(b, 2, ctl::kCmResolveAddr, rp, &ar, sizeof ar), 0);
+  ASSERT_EQ(handle_req(b, 2, ctl::kCmResolveRoute, cli), 0);
+  ctl::CmConnPayload cp{};
+  cp.id = cli;
+  cp.qpn = 0x55;
+  cp.path_mtu = 3;
+  ASSERT_EQ(req(b, 2, ctl::kCmConnect, cp), 0);
+  const size_t ids_before = a.ids();
+  pump();
+  EXPECT_EQ(a.ids(), ids_before);
+  ctl::CmEventReply ev{};
+  EXPECT_FALSE(event(a, 1, ch_a, &ev));
+  EXPECT_EQ(a.counters().addr_mismatch, 1u);
+  EXPECT_EQ(a.cm().connections(), 0u);
+  ASSERT_TRUE(event(b, 2, ch_b, &ev));  // ADDR_RESOLVED
+  ASSERT_TRUE(event(b, 2, ch_b, &ev));  // ROUTE_RESOLVED
+  ASSERT_TRUE(event(b, 2, ch_b, &ev));
+  EXPECT_EQ(ev.event, ctl::kEvRejected);
+  EXPECT_EQ(ev.status, cm::kRejConsumerDefined);
+}
+
 }  // namespace
 }  // namespace uroce::daemon

@@ -59,8 +59,10 @@ bool open_dev(Dev *d) {
   return true;
 }
 
-// sockaddr <-> 16-byte GID (IPv4-mapped for AF_INET) and a port in host order.
-bool gid_of(const sockaddr *sa, uint8_t gid[16], uint16_t *port, bool *v6) {
+// sockaddr <-> 16-byte GID (IPv4-mapped for AF_INET), a port in host order and, for AF_INET6,
+// the scope id (a link-local address's only).
+bool gid_of(const sockaddr *sa, uint8_t gid[16], uint16_t *port, bool *v6,
+            uint32_t *scope = nullptr) {
   std::memset(gid, 0, 16);
   if (sa == nullptr) return false;
   if (sa->sa_family == AF_INET) {
@@ -78,12 +80,13 @@ bool gid_of(const sockaddr *sa, uint8_t gid[16], uint16_t *port, bool *v6) {
     std::memcpy(gid, &in6->sin6_addr, 16);
     *port = ntohs(in6->sin6_port);
     *v6 = true;
+    if (scope != nullptr) *scope = in6->sin6_scope_id;
     return true;
   }
   return false;
 }
 
-void sa_of(const uint8_t gid[16], uint16_t port, sockaddr_storage *out) {
+void sa_of(const uint8_t gid[16], uint16_t port, sockaddr_storage *out, uint32_t scope = 0) {
   std::memset(out, 0, sizeof *out);
   static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
   if (std::memcmp(gid, kMapped, 12) == 0) {
@@ -96,6 +99,7 @@ void sa_of(const uint8_t gid[16], uint16_t port, sockaddr_storage *out) {
     in6->sin6_family = AF_INET6;
     in6->sin6_port = htons(port);
     std::memcpy(&in6->sin6_addr, gid, 16);
+    if (gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80) in6->sin6_scope_id = scope;
   }
 }
 
@@ -145,11 +149,25 @@ void unmaterialize(Id *id) {
   id->dev = nullptr;
 }
 
-void set_bound(Id *id, const ctl::CmAddrReply &a) {
+// `any`: the app bound a wildcard address (0.0.0.0 or ::, family `v6`): its local address
+// stays that (with the port given), as the kernel's; the GID the daemon chose is the QP's.
+void set_bound(Id *id, const ctl::CmAddrReply &a, bool any = false, bool v6 = false) {
   id->id.verbs = id->dev->ctx;
   id->id.port_num = 1;
   id->gid_index = a.gid_index;
-  sa_of(a.gid, a.port, &id->id.route.addr.src_storage);
+  sockaddr_storage &src = id->id.route.addr.src_storage;
+  sa_of(a.gid, a.port, &src, id->scope);
+  if (!any) return;
+  std::memset(&src, 0, sizeof src);
+  if (v6) {
+    auto *in6 = reinterpret_cast<sockaddr_in6 *>(&src);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(a.port);
+  } else {
+    auto *in = reinterpret_cast<sockaddr_in *>(&src);
+    in->sin_family = AF_INET;
+    in->sin_port = htons(a.port);
+  }
 }
 
 Id *lookup(Dev *d, uint32_t h) {
@@ -397,12 +415,49 @@ UROCE_EXPORT int rdma_destroy_id(rdma_cm_id *cid) {
   return 0;
 }
 
+// As librdmacm: the id's later events, and those queued for it that the app has not fetched,
+// come from `channel`; NULL makes the id synchronous with a channel of its own. A channel the
+// id owned (a synchronous id's) is destroyed. Unlike librdmacm, this does not wait for the
+// app to ack the events of the id it already fetched (nothing of them refers to the channel).
+UROCE_EXPORT int rdma_migrate_id(rdma_cm_id *cid, rdma_event_channel *channel) {
+  Id *id = to_id(cid);
+  if (id == nullptr) return fail(EINVAL);
+  const bool sync = channel == nullptr;
+  if (sync) {
+    channel = rdma_create_event_channel();
+    if (channel == nullptr) return -1;
+  }
+  auto *to = reinterpret_cast<Chan *>(channel);
+  Chan *from = id->chan;
+  if (to == from) return 0;
+  if (id->handle != 0) {
+    ctl::CmMigratePayload p{id->handle, chan_handle(to, id->dev)};
+    int rc = p.channel == 0 ? -errno : 0;
+    if (rc == 0) rc = id->dev->call(ctl::kCmMigrateId, &p, sizeof p, nullptr, 0, nullptr, 0);
+    if (rc != 0) {
+      if (sync) rdma_destroy_event_channel(channel);
+      return fail(-rc);
+    }
+  }
+  move_pending(from, to, id);
+  id->chan = to;
+  cid->channel = channel;
+  if (id->own_chan) rdma_destroy_event_channel(&from->ch);
+  id->sync = id->own_chan = sync;
+  return 0;
+}
+
 UROCE_EXPORT int rdma_bind_addr(rdma_cm_id *cid, sockaddr *addr) {
   Id *id = to_id(cid);
   ctl::CmAddrPayload p{};
   bool v6 = false;
-  if (id == nullptr || id->handle != 0 || !gid_of(addr, p.gid, &p.port, &v6)) return fail(EINVAL);
+  uint32_t scope = 0;
+  if (id == nullptr || id->handle != 0 || !gid_of(addr, p.gid, &p.port, &v6, &scope))
+    return fail(EINVAL);
   p.v6 = v6;
+  static const uint8_t kZero[16] = {};
+  const bool any = std::memcmp(p.gid, kZero, 16) == 0;
+  id->scope = scope;
   int err = ENODEV;
   for (Dev *d : devices()) {
     if ((err = materialize(id, d)) != 0) continue;
@@ -410,7 +465,7 @@ UROCE_EXPORT int rdma_bind_addr(rdma_cm_id *cid, sockaddr *addr) {
     ctl::CmAddrReply a{};
     const int rc = d->call(ctl::kCmBind, &p, sizeof p, nullptr, 0, &a, sizeof a);
     if (rc == 0) {
-      set_bound(id, a);
+      set_bound(id, a, any, v6);
       return 0;
     }
     err = -rc;
@@ -424,8 +479,10 @@ UROCE_EXPORT int rdma_resolve_addr(rdma_cm_id *cid, sockaddr *src, sockaddr *dst
   ctl::CmResolvePayload p{};
   bool v6 = false, sv6 = false;
   uint16_t sport = 0;
-  if (id == nullptr || !gid_of(dst, p.dst_gid, &p.dst_port, &v6)) return fail(EINVAL);
-  if (src != nullptr && !gid_of(src, p.src_gid, &sport, &sv6)) return fail(EINVAL);
+  uint32_t dscope = 0, sscope = 0;
+  if (id == nullptr || !gid_of(dst, p.dst_gid, &p.dst_port, &v6, &dscope)) return fail(EINVAL);
+  if (src != nullptr && !gid_of(src, p.src_gid, &sport, &sv6, &sscope)) return fail(EINVAL);
+  if (id->handle == 0) id->scope = sscope != 0 ? sscope : dscope;
   std::vector<Dev *> cands;
   if (id->handle != 0)
     cands.push_back(id->dev);
@@ -441,7 +498,7 @@ UROCE_EXPORT int rdma_resolve_addr(rdma_cm_id *cid, sockaddr *src, sockaddr *dst
     if (rc == 0) {
       set_bound(id, a);
       std::memcpy(id->peer_gid, p.dst_gid, 16);
-      sa_of(p.dst_gid, p.dst_port, &id->id.route.addr.dst_storage);
+      sa_of(p.dst_gid, p.dst_port, &id->id.route.addr.dst_storage, dscope);
       return id->sync ? sync_wait(id, RDMA_CM_EVENT_ADDR_RESOLVED) : 0;
     }
     err = -rc;

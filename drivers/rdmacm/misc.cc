@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The rest of librdmacm's API: rdma_getaddrinfo over getaddrinfo(3), options, ports, devices,
-// event names, SRQs; and what uroce does not do yet (multicast, ECE, migrating ids), which
+// event names, SRQs; and what uroce does not do yet (multicast, ECE), which
 // fails with ENOSYS / EOPNOTSUPP (doc/cm.md).
 #include <netdb.h>
 #include <netinet/in.h>
@@ -228,9 +228,6 @@ UROCE_EXPORT int rdma_join_multicast_ex(rdma_cm_id *, rdma_cm_join_mc_attr_ex *,
   return fail(ENOSYS);
 }
 UROCE_EXPORT int rdma_leave_multicast(rdma_cm_id *, sockaddr *) {
-  return fail(ENOSYS);
-}
-UROCE_EXPORT int rdma_migrate_id(rdma_cm_id *, rdma_event_channel *) {
   return fail(ENOSYS);
 }
 UROCE_EXPORT int rdma_set_local_ece(rdma_cm_id *, ibv_ece *) {

@@ -60,6 +60,9 @@ struct Id {
   Chan *chan = nullptr;
   uint16_t gid_index = 0;
   uint8_t peer_gid[16] = {};
+  // The app's sin6_scope_id (bind, or resolve's source, else its destination, as the kernel's
+  // cma_bind_addr): kept on the id's link-local addresses. uroce picks no device by it.
+  uint32_t scope = 0;
   uint8_t tos = 0;
   bool tos_set = false;
   // The QP's ACK timeout: RDMA_OPTION_ID_ACK_TIMEOUT, the REQ's (passive side), or Linux's
@@ -109,5 +112,7 @@ uint32_t random_psn();
 int sync_wait(Id *id, rdma_cm_event_type want);
 Event *pop_pending(Chan *c);         // the oldest pending event, or nullptr
 void drop_pending(Chan *c, Id *id);  // acks the pending events of an id being destroyed
+// rdma_migrate_id: the pending events of `id` (and its listener's CONNECT_REQUESTs) move.
+void move_pending(Chan *from, Chan *to, Id *id);
 
 }  // namespace uroce::rdmacm

@@ -30,6 +30,23 @@ void drop_pending(Chan *c, Id *id) {
   }
 }
 
+void move_pending(Chan *from, Chan *to, Id *id) {
+  std::deque<Event *> mine;
+  {
+    std::lock_guard<std::mutex> g(from->pending_mu);
+    for (auto it = from->pending.begin(); it != from->pending.end();) {
+      if ((*it)->ev.id == &id->id || (*it)->ev.listen_id == &id->id) {
+        mine.push_back(*it);
+        it = from->pending.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  std::lock_guard<std::mutex> g(to->pending_mu);
+  to->pending.insert(to->pending.end(), mine.begin(), mine.end());
+}
+
 namespace {
 
 void keep_pending(Chan *c, rdma_cm_event *ev) {

@@ -30,7 +30,8 @@ enum CmType : uint16_t {
   kCmDisconnect,                    // HandlePayload -> empty (DREQ, or DREP to a DREQ)
   kCmDestroyId,                     // HandlePayload -> empty
   kCmGetEvent,                      // HandlePayload (channel) -> CmEventReply; -EAGAIN: none
-  kLastCmType = kCmGetEvent,
+  kCmMigrateId,                     // CmMigratePayload -> empty (rdma_migrate_id)
+  kLastCmType = kCmMigrateId,
 };
 
 // enum rdma_cm_event_type's values.
@@ -56,6 +57,14 @@ struct CmCreateIdPayload {
   uint8_t reserved;
 };
 static_assert(sizeof(CmCreateIdPayload) == 8);
+
+// rdma_migrate_id: the id (and the events queued for it, its listener's CONNECT_REQUESTs
+// included) moves to another channel of the session.
+struct CmMigratePayload {
+  uint32_t id;
+  uint32_t channel;
+};
+static_assert(sizeof(CmMigratePayload) == 8);
 
 struct CmAddrPayload {
   uint32_t id;
@@ -155,6 +164,7 @@ inline constexpr CmSpec kCmSpecs[] = {
     {kCmDisconnect, 8, 0, 0, 0, 0},
     {kCmDestroyId, 8, 0, 0, 0, 0},
     {kCmGetEvent, 8, 0, sizeof(CmEventReply), sizeof(CmEventReply), 0},
+    {kCmMigrateId, sizeof(CmMigratePayload), 0, 0, 0, 0},
 };
 static_assert(sizeof(kCmSpecs) / sizeof(kCmSpecs[0]) == kLastCmType - kFirstCmType + 1);
 

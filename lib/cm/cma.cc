@@ -36,6 +36,34 @@ CmaHdr CmaHdr::ipv4(uint32_t src_be, uint16_t port, uint32_t dst_be) noexcept {
   return h;
 }
 
+CmaHdr CmaHdr::of(const wire::Gid &src, uint16_t port, const wire::Gid &dst) noexcept {
+  CmaHdr h;
+  h.ip_version = dst.is_v4mapped() ? 4 : 6;
+  h.port = port;
+  const size_t from = h.ip_version == 4 ? 12 : 0;
+  std::memcpy(h.src + from, src.raw + from, 16 - from);
+  std::memcpy(h.dst + from, dst.raw + from, 16 - from);
+  return h;
+}
+
+namespace {
+wire::Gid gid_of(uint8_t ip_version, const uint8_t *a) {
+  wire::Gid g = wire::Gid::from_bytes(a);
+  if (ip_version == 4) {
+    std::memset(g.raw, 0, 10);
+    g.raw[10] = g.raw[11] = 0xff;
+  }
+  return g;
+}
+}  // namespace
+
+wire::Gid CmaHdr::src_gid() const noexcept {
+  return gid_of(ip_version, src);
+}
+wire::Gid CmaHdr::dst_gid() const noexcept {
+  return gid_of(ip_version, dst);
+}
+
 void write_cma_hdr(const CmaHdr &h, uint8_t *p) noexcept {
   std::memset(p, 0, kCmaHdrSize);
   set(p, kVersion, kCmaVersion);

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "wire/gid.h"
+
 namespace uroce::cm {
 
 // librdmacm's port spaces (enum rdma_ucm_port_space).
@@ -28,6 +30,12 @@ struct CmaHdr {
   uint8_t dst[16] = {};
 
   static CmaHdr ipv4(uint32_t src_be, uint16_t port, uint32_t dst_be) noexcept;
+  // From the connection's GIDs: IP version 4 when the destination is IPv4-mapped (then only
+  // the last 4 bytes of each address are written), else 6 with the GIDs as they are.
+  static CmaHdr of(const wire::Gid &src, uint16_t port, const wire::Gid &dst) noexcept;
+  // The addresses as GIDs (IPv4: ::ffff:a.b.c.d again).
+  wire::Gid src_gid() const noexcept;
+  wire::Gid dst_gid() const noexcept;
 };
 
 void write_cma_hdr(const CmaHdr &h, uint8_t *p) noexcept;  // p: kCmaHdrSize bytes

@@ -87,6 +87,8 @@ int CmService::handle(uint64_t sess, ctl::Message &m, uint8_t *rep, size_t *len)
       return do_destroy_id(sess, m);
     case ctl::kCmGetEvent:
       return do_get_event(sess, m, rep, len);
+    case ctl::kCmMigrateId:
+      return do_migrate_id(sess, m);
     default:
       return -EOPNOTSUPP;
   }
@@ -153,13 +155,18 @@ int CmService::bind_id(Id &id, const wire::Gid &gid, bool v6, uint16_t port) {
   if (id.bound) return -EINVAL;
   int gi = -1;
   if (is_zero(gid.raw, 16)) {
-    wire::Gid probe;
+    // Any address of the family: IPv4, or the port's first global IPv6 address, else its
+    // link-local one (a port without a configured IPv6 address still has fe80::).
+    wire::Gid probe, g;
     if (!v6)
       probe = wire::Gid::from_ipv4(1, 1, 1, 1);
     else
-      probe.raw[0] = 0x20;  // a global address: the first of the port's
-    wire::Gid g;
-    if (!pick_source(probe, &g)) return -EADDRNOTAVAIL;
+      probe.raw[0] = 0x20;
+    if (!pick_source(probe, &g)) {
+      probe.raw[0] = 0xfe;
+      probe.raw[1] = 0x80;
+      if (!v6 || !pick_source(probe, &g)) return -EADDRNOTAVAIL;
+    }
     gi = local_gid_index(g);
   } else {
     gi = local_gid_index(gid);
@@ -176,6 +183,7 @@ int CmService::bind_id(Id &id, const wire::Gid &gid, bool v6, uint16_t port) {
     return -EADDRINUSE;
   }
   ports_[port_key(id.ps, port)] = id.handle;
+  id.any = is_zero(gid.raw, 16);
   id.local = port_.gid(static_cast<size_t>(gi));
   id.gid_index = static_cast<uint16_t>(gi);
   id.local_port = port;
@@ -209,8 +217,11 @@ int CmService::do_resolve_addr(uint64_t sess, ctl::Message &m, uint8_t *rep, siz
   if (id == nullptr || id->listening || id->comm_id != 0) return -EINVAL;
   const wire::Gid dst = wire::Gid::from_bytes(p.dst_gid);
   if (!id->bound) {
-    if (const int rc = bind_id(*id, wire::Gid::from_bytes(p.src_gid), !dst.is_v4mapped(), 0))
-      return rc;
+    // No source address: the port's first of the destination's kind, as a route would give
+    // (a link-local destination gets fe80::, a global one a global address).
+    wire::Gid src = wire::Gid::from_bytes(p.src_gid);
+    if (is_zero(src.raw, 16) && !pick_source(dst, &src)) return -EADDRNOTAVAIL;
+    if (const int rc = bind_id(*id, src, !dst.is_v4mapped(), 0)) return rc;
   }
   if (id->local.is_v4mapped() != dst.is_v4mapped()) return -EINVAL;
   id->peer = dst;
@@ -268,16 +279,7 @@ int CmService::do_connect(uint64_t sess, ctl::Message &m) {
   const size_t hdr = ip_ps(id->ps) ? cm::kCmaHdrSize : 0;
   auto write_hdr = [&](uint8_t *priv) {
     if (hdr == 0) return;
-    cm::CmaHdr h;
-    h.ip_version = id->peer.is_v4mapped() ? 4 : 6;
-    h.port = id->local_port;
-    std::memcpy(h.src, id->local.raw, 16);
-    std::memcpy(h.dst, id->peer.raw, 16);
-    if (h.ip_version == 4) {
-      std::memset(h.src, 0, 12);
-      std::memset(h.dst, 0, 12);
-    }
-    cm::write_cma_hdr(h, priv);
+    cm::write_cma_hdr(cm::CmaHdr::of(id->local, id->local_port, id->peer), priv);
   };
   uint32_t comm = 0;
   if (id->qp_type == kQptUd) {  // SIDR: the peer's QPN and Q_Key for a service id
@@ -427,6 +429,44 @@ int CmService::do_get_event(uint64_t sess, ctl::Message &m, uint8_t *rep, size_t
     return 0;
   }
   return -EAGAIN;
+}
+
+int CmService::do_migrate_id(uint64_t sess, ctl::Message &m) {
+  ctl::CmMigratePayload p{};
+  if (!m.payload_as(&p)) return -EINVAL;
+  Id *id = id_of(sess, p.id);
+  const auto to = channels_.find(p.channel);
+  if (id == nullptr || to == channels_.end() || to->second->session != sess) return -EINVAL;
+  const auto from = channels_.find(id->channel);
+  id->channel = p.channel;
+  if (from == channels_.end() || from == to) return 0;
+  // The id's queued events go along in order, and so do its listener's CONNECT_REQUESTs with
+  // their new ids (as the kernel's ucma_migrate_id): those ids report to the new channel too.
+  auto &q = from->second->q;
+  size_t moved = 0;
+  for (auto it = q.begin(); it != q.end();) {
+    const bool req = it->event == ctl::kEvConnectRequest && it->listen_id == p.id;
+    if (it->id != p.id && !req) {
+      ++it;
+      continue;
+    }
+    if (req) {
+      const auto c = ids_.find(it->id);
+      if (c != ids_.end()) c->second->channel = p.channel;
+    }
+    if (to->second->q.size() < Channel::kMaxQueued) {
+      to->second->q.push_back(*it);
+      ++moved;
+    } else {
+      ++gc_.events_lost;
+    }
+    it = q.erase(it);
+  }
+  if (moved != 0) {
+    const char b = 1;
+    (void)::send(to->second->wake.get(), &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+  return 0;
 }
 
 }  // namespace uroce::daemon

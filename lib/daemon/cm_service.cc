@@ -214,6 +214,26 @@ void CmService::on_event(const cm::Event &e) {
     const auto l = ids_.find(e.listen_id);
     if (l == ids_.end() || (e.req == nullptr && e.sidr_req == nullptr)) return;
     Id &lis = *l->second;
+    const uint8_t *priv =
+        e.req != nullptr ? e.req->private_data.data() : e.sidr_req->private_data.data();
+    cm::CmaHdr h;
+    const bool hdr = cm::read_cma_hdr(priv, &h);
+    // As the kernel's cma_match_private_data: a listener bound to one address takes requests
+    // for that address only (a wildcard one takes both families); the kernel's rdma_cm finds
+    // no id for the others and its ib_cm answers REJ 28 / SIDR_REP "rejected".
+    if (lis.ps != static_cast<uint16_t>(cm::PortSpace::kIb) && !lis.any &&
+        (!hdr || !(h.dst_gid() == lis.local))) {
+      ++gc_.addr_mismatch;
+      if (e.req != nullptr) {
+        cm_.reject(e.comm_id, cm::kRejConsumerDefined, nullptr, 0);
+      } else {
+        cm::SidrRep r;
+        r.status = cm::kSidrRejected;
+        r.service_id = e.sidr_req->service_id;
+        cm_.sidr_reply(e.comm_id, r);
+      }
+      return;
+    }
     auto child = std::make_unique<Id>();
     Id &c = *child;
     c.handle = next_handle_++;
@@ -222,16 +242,17 @@ void CmService::on_event(const cm::Event &e) {
     c.ps = lis.ps;
     c.qp_type = lis.qp_type;
     c.bound = c.resolved = true;
+    // A REQ's primary path names both ends (the QP's GIDs, which need not be the ones its
+    // MAD came from); a SIDR_REQ has none: the MAD's source and our address of its kind.
     c.peer = e.peer;
-    if (e.req != nullptr)
+    if (e.req != nullptr) {
       c.local = e.req->primary.remote_gid;
-    else if (!pick_source(e.peer, &c.local))
+      c.peer = e.req->primary.local_gid;
+    } else if (!pick_source(e.peer, &c.local)) {
       c.local = lis.local;
+    }
     c.local_port = lis.local_port;
-    cm::CmaHdr h;
-    const uint8_t *priv =
-        e.req != nullptr ? e.req->private_data.data() : e.sidr_req->private_data.data();
-    if (cm::read_cma_hdr(priv, &h)) c.peer_port = h.port;
+    if (hdr) c.peer_port = h.port;
     const int gi = local_gid_index(c.local);
     c.gid_index = static_cast<uint16_t>(gi < 0 ? lis.gid_index : gi);
     c.comm_id = e.comm_id;
@@ -312,6 +333,7 @@ void CmService::add_stats(std::vector<ctl::StatEntry> &v) const {
   add("gsi_tx_fail", gc_.tx_fail);
   add("events", gc_.events);
   add("events_lost", gc_.events_lost);
+  add("req_addr_mismatch", gc_.addr_mismatch);
   char name[48];
   for (size_t i = 0; i < static_cast<size_t>(GsiDrop::kCount); ++i) {
     std::snprintf(name, sizeof name, "gsi_drop_%s", gsi_drop_str(static_cast<GsiDrop>(i)));

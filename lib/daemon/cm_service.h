@@ -53,6 +53,7 @@ const char *gsi_drop_str(GsiDrop d) noexcept;
 
 struct GsiCounters {
   uint64_t rx = 0, tx = 0, tx_no_route = 0, tx_fail = 0, events = 0, events_lost = 0;
+  uint64_t addr_mismatch = 0;  // requests for another address than the listener's (refused)
   uint64_t drops[static_cast<size_t>(GsiDrop::kCount)] = {};
 };
 
@@ -108,6 +109,7 @@ class CmService final : public ctl::Handler, private cm::Host {
   int do_disconnect(uint64_t sess, ctl::Message &m);
   int do_destroy_id(uint64_t sess, ctl::Message &m);
   int do_get_event(uint64_t sess, ctl::Message &m, uint8_t *rep, size_t *len);
+  int do_migrate_id(uint64_t sess, ctl::Message &m);
   int sidr_answer(Id &id, uint8_t status, const ctl::CmConnPayload &p);  // SIDR_REP
 
   Id *id_of(uint64_t sess, uint32_t handle);
@@ -141,6 +143,7 @@ struct CmService::Id {
   uint16_t ps = 0;
   uint8_t qp_type = 0;
   bool bound = false, resolved = false, listening = false, disc_reported = false;
+  bool any = false;  // bound to a wildcard address: listens on every address of the port
   wire::Gid local, peer;
   uint16_t local_port = 0, peer_port = 0;
   uint16_t gid_index = 0;

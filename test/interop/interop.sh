@@ -205,11 +205,22 @@ run_tool() {  # run_tool RUN PMTU [host|guest]
 # cm_tool RUN server|client OWN_IP PEER_IP PORT [guest]: an rdma_cm program of a cm- run (the
 # connection through rdma_cm: on the host the drop-in librdmacm and uroced's CM, in the guest
 # the kernel's rdma_cm over rxe). udaddy has no port option (7174). A cms- run is the cm- run
-# with uroce as server only.
+# with uroce as server only. A cm- run ending in @v6 uses both sides' global IPv6 addresses
+# for the IPv4 ones it is given, one ending in @ll their link-local ones with a scope id (the
+# guest's eth0; any on the host: uroce picks no device by it) (scenario cm6).
 cm_tool() {
   local type=${1%%:*} size role=$2 own=$3 peer=$4 port=$5 dev=""
   type=${type/#cms-/cm-}
   size=$(run_size "$1")
+  case $1 in *@v6)
+    own=${own/#$UROCE_IP/$UROCE_IP6} own=${own/#$GUEST_IP/$GUEST_IP6}
+    peer=${peer/#$UROCE_IP/$UROCE_IP6} peer=${peer/#$GUEST_IP/$GUEST_IP6} ;;
+  *@ll)
+    local sc=%1
+    [ "${6:-}" = guest ] && sc=%eth0
+    own=${own/#$UROCE_IP/$UROCE_LL$sc} own=${own/#$GUEST_IP/$GUEST_LL$sc}
+    peer=${peer/#$UROCE_IP/$UROCE_LL$sc} peer=${peer/#$GUEST_IP/$GUEST_LL$sc} ;;
+  esac
   [ "${6:-}" = guest ] && dev="-d rxe0 "
   case $type:$role in
     cm-rping:server) echo "rping -s -a $own -p $port -C 10 -S $size -v -V" ;;
@@ -428,11 +439,15 @@ want_opcodes() {
 # cm_mad_check NAME PCAP RUNS: the MADs of the capture as tshark dissects them (source, class,
 # attribute): each is class 0x07 (CM) version 2 with no malformed mark or expert info, and
 # uroced and the guest each sent REQ, REP, RTU and a DREQ or DREP (RC runs), SIDR_REQ and
-# SIDR_REP (udaddy).
+# SIDR_REP (udaddy). Runs ending in @v6 / @ll (all or none of them): over IPv6, from either
+# of a side's IPv6 addresses.
 cm_mad_check() {
-  local name=$1 pcap=$2 runs=$3 rows bad want side a n
-  rows=$(tshark -n -r "$pcap" -Y 'infiniband.bth.destqp == 1' -T fields -E separator=' ' \
-    -e ip.src -e infiniband.mad.mgmtclass -e infiniband.mad.classversion \
+  local name=$1 pcap=$2 runs=$3 rows bad want side a n src=ip.src ua=$UROCE_IP ga=$GUEST_IP
+  case " $runs" in *@v6* | *@ll*) src=ipv6.src ua="$UROCE_IP6|$UROCE_LL" ga="$GUEST_IP6|$GUEST_LL" ;; esac
+  # (UDP checksum 0 over IPv6 accepted, as check_interop_capture.py: rxe and uroce send it)
+  rows=$(tshark -n -o udp.ignore_ipv6_zero_checksum:TRUE -r "$pcap" -Y 'infiniband.bth.destqp == 1' \
+    -T fields -E separator=' ' \
+    -e "$src" -e infiniband.mad.mgmtclass -e infiniband.mad.classversion \
     -e infiniband.mad.attributeid -e _ws.malformed -e _ws.expert.message 2>"$WORK/$name-mads.err")
   echo "$rows" >"$WORK/$name-mads.txt"
   bad=$(awk 'NF != 4 || $2 != "0x07" || $3 != "0x02"' <<<"$rows" | head -5)
@@ -442,13 +457,13 @@ cm_mad_check() {
   fi
   want="0x0010 0x0013 0x0014"           # REQ REP RTU
   case " $runs" in *" cm-udaddy"*) want="$want 0x0017 0x0018" ;; esac
-  for side in "$UROCE_IP uroced" "$GUEST_IP guest"; do
+  for side in "$ua uroced" "$ga guest"; do
     read -r a n <<<"$side"
     for w in $want; do
-      awk -v a="$a" -v w="$w" '$1 == a && $4 == w {f = 1} END {exit !f}' <<<"$rows" ||
+      awk -v a="^($a)\$" -v w="$w" '$1 ~ a && $4 == w {f = 1} END {exit !f}' <<<"$rows" ||
         fail "$name: no CM attribute $w from $n in the capture"
     done
-    awk -v a="$a" '$1 == a && ($4 == "0x0015" || $4 == "0x0016") {f = 1} END {exit !f}' <<<"$rows" ||
+    awk -v a="^($a)\$" '$1 ~ a && ($4 == "0x0015" || $4 == "0x0016") {f = 1} END {exit !f}' <<<"$rows" ||
       fail "$name: no DREQ / DREP from $n in the capture"
   done
   pass "$name: $(wc -l <<<"$rows") CM MADs, tshark clean: $(awk '{c[$1" "$4]++} END {for (k in c) printf "%s:%d ", k, c[k]}' <<<"$rows")"
@@ -756,6 +771,9 @@ PP_IPV6=${UROCE_INTEROP_PP_IPV6-rc:4096@v6 ud:1024@ll}
 # The rdma_cm programs against the guest's kernel rdma_cm (issue 15), each with uroce as client
 # and as server (cms-PROG: uroce as server only). UROCE_INTEROP_CM replaces the list.
 CM_RUNS=${UROCE_INTEROP_CM:-cm-rping:64 cm-ucmatose:100 cm-udaddy:100 cm-write_bw:65536 cm-send_bw:65536}
+# The same over IPv6 (the global addresses; not in the default list: rxe_interop_cm6).
+# rping's 4000-byte buffer fills path-MTU packets (the capture check wants some).
+CM6_RUNS=${UROCE_INTEROP_CM6:-cm-rping:4000@v6 cm-ucmatose:100@v6 cm-udaddy:100@v6 cm-rping:4000@ll cm-udaddy:100@ll}
 # run_scenario NAME ETH_MTU LOSS RUNS: scenario with its start and end lines (elapsed time,
 # results), torn down whichever way it ended; one line of the final summary.
 SUMMARY=()
@@ -776,8 +794,9 @@ for s in $SCENARIOS; do
     mtu4200) run_scenario mtu4200 4200 0 "$(echo $PP_4200 ${SHIM:+$SHIM_4200})" ;;
     loss) run_scenario loss 1500 1 "$(echo $PP_LOSS ${SHIM:+$SHIM_LOSS})" ;;
     ipv6) run_scenario ipv6 1500 0 "$(echo $PP_IPV6 ${SHIM:+$SHIM_IPV6})" ;;
-    cm) if [ -n "$CMSHIM" ]; then run_scenario cm 1500 0 "$CM_RUNS"; else
-      fail "scenario cm: no drop-in librdmacm given (interop.sh's 7th argument)"; fi ;;
+    cm | cm6) if [ -n "$CMSHIM" ]; then
+      if [ "$s" = cm ]; then run_scenario cm 1500 0 "$CM_RUNS"; else run_scenario cm6 1500 0 "$CM6_RUNS"; fi
+    else fail "scenario $s: no drop-in librdmacm given (interop.sh's 7th argument)"; fi ;;
     *) fail "unknown scenario '$s'" ;;
   esac
 done

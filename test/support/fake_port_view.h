@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // A PortView for tests of lib/daemon's CM service: port n has MAC 02:00:00:00:00:n, GID 0 its
-// link-local address, GID 1 10.0.0.n; it resolves only peer_gid (to peer_mac).
+// link-local address, GID 1 10.0.0.n, and after add_global_v6() GID 2 fd00::n; it resolves only
+// peer_gid (to peer_mac).
 #pragma once
 
 #include <cerrno>
@@ -21,7 +22,7 @@ class FakePort : public daemon::PortView {
   const uint8_t *mac() const noexcept override { return mac_; }
   uint32_t eth_mtu() const noexcept override { return 1500; }
   transport::Mtu ib_mtu() const noexcept override { return transport::Mtu::k1024; }
-  size_t gid_count() const noexcept override { return 2; }
+  size_t gid_count() const noexcept override { return n_gids_; }
   wire::Gid gid(size_t i) const noexcept override { return gids_[i]; }
   uint8_t dscp() const noexcept override { return 0; }
   bool link_up() const noexcept override { return true; }
@@ -31,8 +32,14 @@ class FakePort : public daemon::PortView {
     std::memcpy(mac_out, peer_mac, 6);
     return 0;
   }
+  void add_global_v6() noexcept {
+    gids_[2].raw[0] = 0xfd;
+    gids_[2].raw[15] = mac_[5];
+    n_gids_ = 3;
+  }
   uint8_t mac_[6] = {0x02, 0, 0, 0, 0, 0};
-  wire::Gid gids_[2];
+  wire::Gid gids_[3];
+  size_t n_gids_ = 2;
   wire::Gid peer_gid;
   uint8_t peer_mac[6] = {};
 };

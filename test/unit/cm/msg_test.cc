@@ -330,5 +330,44 @@ TEST(CmCma, ServiceIdsAndHeader) {
   EXPECT_FALSE(read_cma_hdr(b, &r));
 }
 
+TEST(CmCma, Ipv6HeaderFromGids) {
+  // rdma_cm's header over IPv6 (the kernel's cma_format_hdr): IP version 6 in bits 7:4 of
+  // byte 1, the active side's port, then both addresses whole, at bytes 4 and 20.
+  wire::Gid src, dst;
+  const uint8_t s6[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0, 0, 0xff, 0xfe, 0, 0, 0x02};
+  const uint8_t d6[16] = {0xfd, 0, 0, 0x86, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01};
+  std::memcpy(src.raw, s6, 16);
+  std::memcpy(dst.raw, d6, 16);
+  uint8_t b[kCmaHdrSize];
+  std::memset(b, 0xAA, sizeof b);
+  write_cma_hdr(CmaHdr::of(src, 0x8123, dst), b);
+  EXPECT_EQ(b[0], 0x00);
+  EXPECT_EQ(b[1], 0x60);
+  EXPECT_EQ(b[2], 0x81);
+  EXPECT_EQ(b[3], 0x23);
+  EXPECT_EQ(std::memcmp(b + 4, s6, 16), 0);
+  EXPECT_EQ(std::memcmp(b + 20, d6, 16), 0);
+  CmaHdr r;
+  ASSERT_TRUE(read_cma_hdr(b, &r));
+  EXPECT_EQ(r.ip_version, 6);
+  EXPECT_EQ(r.port, 0x8123);
+  EXPECT_EQ(r.src_gid(), src);
+  EXPECT_EQ(r.dst_gid(), dst);
+
+  // IPv4-mapped GIDs: version 4, the 4 address bytes last, the 12 before them zero (not the
+  // ::ffff prefix), and the GIDs come back mapped.
+  const wire::Gid s4 = wire::Gid::from_ipv4(10, 86, 6, 2), d4 = wire::Gid::from_ipv4(10, 86, 6, 1);
+  write_cma_hdr(CmaHdr::of(s4, 7174, d4), b);
+  EXPECT_EQ(b[1], 0x40);
+  const uint8_t a4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 86, 6, 2};
+  EXPECT_EQ(std::memcmp(b + 4, a4, 16), 0);
+  EXPECT_EQ(b[20 + 10], 0);
+  EXPECT_EQ(b[20 + 15], 1);
+  ASSERT_TRUE(read_cma_hdr(b, &r));
+  EXPECT_EQ(r.ip_version, 4);
+  EXPECT_EQ(r.src_gid(), s4);
+  EXPECT_EQ(r.dst_gid(), d4);
+}
+
 }  // namespace
 }  // namespace uroce::cm

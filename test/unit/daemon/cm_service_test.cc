@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../../support/fake_port_view.h"
+#include "cm/cma.h"
 #include "cm/msg.h"
 #include "daemon/cm_service.h"
 #include "wire/opcode.h"
@@ -490,6 +491,202 @@ TEST_F(CmServiceTest, AnswersGoToTheMacTheRequestCameFrom) {
   EXPECT_EQ(std::get<cm::Drep>(m).remote_comm_id, 7u);
   EXPECT_EQ(a.counters().tx, 1u);
   EXPECT_EQ(a.counters().tx_no_route, 0u);
+}
+
+TEST_F(CmServiceTest, Ipv6LinkLocalConnectCarriesIpv6GidsAndHeader) {
+  // Both ports have fe80:: (GID 0) and a global fd00::n (GID 2). A listens on any IPv6 address;
+  // B resolves A's link-local address without a source: its source is its own link-local
+  // address (not the global one), the REQ's primary path and rdma_cm's header (IP version 6)
+  // carry both link-local GIDs, and A's new id sees them as its local and peer addresses.
+  pa.add_global_v6();
+  pb.add_global_v6();
+  pb.peer_gid = pa.gid(0);
+  std::memcpy(pb.peer_mac, pa.mac(), 6);
+  int app_a = -1, app_b = -1;
+  const uint32_t ch_a = channel(a, 1, &app_a), ch_b = channel(b, 2, &app_b);
+  const uint32_t lis = new_id(a, 1, ch_a);
+  ctl::CmAddrPayload bp{};
+  bp.id = lis;
+  bp.port = 7000;
+  bp.v6 = 1;  // ::
+  ctl::CmAddrReply ar{};
+  ASSERT_EQ(req(a, 1, ctl::kCmBind, bp, &ar, sizeof ar), 0);
+  EXPECT_EQ(std::memcmp(ar.gid, pa.gid(2).raw, 16), 0);  // the first global IPv6 address
+  EXPECT_EQ(ar.gid_index, 2);
+  ASSERT_EQ(handle_req(a, 1, ctl::kCmListen, lis), 0);
+
+  const uint32_t cli = new_id(b, 2, ch_b);
+  ctl::CmResolvePayload rp{};
+  rp.id = cli;
+  rp.dst_port = 7000;
+  std::memcpy(rp.dst_gid, pa.gid(0).raw, 16);
+  ASSERT_EQ(req(b, 2, ctl::kCmResolveAddr, rp, &ar, sizeof ar), 0);
+  EXPECT_EQ(std::memcmp(ar.gid, pb.gid(0).raw, 16), 0);  // link-local to link-local
+  EXPECT_EQ(ar.gid_index, 0);
+  const uint16_t cport = ar.port;
+  ctl::CmEventReply ev{};
+  ASSERT_TRUE(event(b, 2, ch_b, &ev));
+  EXPECT_EQ(ev.event, ctl::kEvAddrResolved);
+  ASSERT_EQ(handle_req(b, 2, ctl::kCmResolveRoute, cli), 0);
+  ASSERT_TRUE(event(b, 2, ch_b, &ev));
+  ctl::CmConnPayload cp{};
+  cp.id = cli;
+  cp.qpn = 0x321;
+  cp.path_mtu = 3;
+  ASSERT_EQ(req(b, 2, ctl::kCmConnect, cp), 0);
+
+  ASSERT_EQ(to_a.size(), 1u);
+  wire::ParsedPacket p;
+  ASSERT_EQ(wire::parse_frame(to_a[0].data(), to_a[0].size(), &p), wire::ParseError::kOk);
+  EXPECT_EQ(p.sgid(), pb.gid(0));
+  cm::MadHeader h;
+  cm::Message m;
+  ASSERT_EQ(cm::decode(p.payload(), p.payload_len, &h, &m), cm::DecodeError::kOk);
+  ASSERT_TRUE(std::holds_alternative<cm::Req>(m));
+  const cm::Req &q = std::get<cm::Req>(m);
+  EXPECT_EQ(q.primary.local_gid, pb.gid(0));
+  EXPECT_EQ(q.primary.remote_gid, pa.gid(0));
+  cm::CmaHdr ch;
+  ASSERT_TRUE(cm::read_cma_hdr(q.private_data.data(), &ch));
+  EXPECT_EQ(ch.ip_version, 6);
+  EXPECT_EQ(ch.port, cport);
+  EXPECT_EQ(std::memcmp(ch.src, pb.gid(0).raw, 16), 0);
+  EXPECT_EQ(std::memcmp(ch.dst, pa.gid(0).raw, 16), 0);
+
+  pump();
+  ASSERT_TRUE(event(a, 1, ch_a, &ev));
+  EXPECT_EQ(ev.event, ctl::kEvConnectRequest);
+  EXPECT_EQ(ev.listen_id, lis);
+  EXPECT_EQ(std::memcmp(ev.local_gid, pa.gid(0).raw, 16), 0);
+  EXPECT_EQ(std::memcmp(ev.peer_gid, pb.gid(0).raw, 16), 0);
+  EXPECT_EQ(ev.gid_index, 0);  // the QP's sgid_index: A's link-local GID
+  EXPECT_EQ(ev.local_port, 7000);
+  EXPECT_EQ(ev.peer_port, cport);
+  EXPECT_EQ(ev.qpn, 0x321u);
+}
+
+TEST_F(CmServiceTest, AnyIpv6WithoutAGlobalAddressIsTheLinkLocalOne) {
+  int app = -1;
+  const uint32_t ch = channel(a, 1, &app);
+  const uint32_t id = new_id(a, 1, ch);
+  ctl::CmAddrPayload bp{};
+  bp.id = id;
+  bp.v6 = 1;
+  ctl::CmAddrReply ar{};
+  ASSERT_EQ(req(a, 1, ctl::kCmBind, bp, &ar, sizeof ar), 0);
+  EXPECT_EQ(std::memcmp(ar.gid, pa.gid(0).raw, 16), 0);
+  EXPECT_EQ(ar.gid_index, 0);
+}
+
+TEST_F(CmServiceTest, MigrateIdMovesQueuedAndLaterEvents) {
+  // rdma_migrate_id: B's id moves to a second channel with the DISCONNECTED already queued for
+  // it on the first; A's listener moves with the CONNECT_REQUEST queued for it, and that
+  // request's new id reports to the new channel too.
+  const Conn c = establish();
+  ASSERT_EQ(handle_req(a, 1, ctl::kCmDisconnect, c.child), 0);  // DREQ
+  pump();
+  int app_b2 = -1;
+  const uint32_t ch_b2 = channel(b, 2, &app_b2);
+  drain(c.app_b);
+  ASSERT_EQ(req(b, 2, ctl::kCmMigrateId, ctl::CmMigratePayload{c.cli, ch_b2}), 0);
+  ctl::CmEventReply ev{};
+  EXPECT_FALSE(event(b, 2, c.ch_b, &ev));
+  EXPECT_TRUE(readable(app_b2));
+  ASSERT_TRUE(event(b, 2, ch_b2, &ev));
+  EXPECT_EQ(ev.event, ctl::kEvDisconnected);
+  EXPECT_EQ(ev.id, c.cli);
+  ASSERT_EQ(handle_req(b, 2, ctl::kCmDisconnect, c.cli), 0);  // DREP
+  pump();
+  ASSERT_TRUE(event(a, 1, c.ch_a, &ev));
+  EXPECT_EQ(ev.event, ctl::kEvDisconnected);
+
+  // A second client connects; its CONNECT_REQUEST waits on A's first channel.
+  const uint32_t cli2 = new_id(b, 2, c.ch_b);
+  ctl::CmResolvePayload rp{};
+  rp.id = cli2;
+  rp.dst_port = 7000;
+  std::memcpy(rp.dst_gid, pa.gid(1).raw, 16);
+  ctl::CmAddrReply ar{};
+  ASSERT_EQ(req(b, 2, ctl::kCmResolveAddr, rp, &ar, sizeof ar), 0);
+  ASSERT_EQ(handle_req(b, 2, ctl::kCmResolveRoute, cli2), 0);
+  ctl::CmConnPayload cp{};
+  cp.id = cli2;
+  cp.qpn = 0x99;
+  cp.path_mtu = 3;
+  ASSERT_EQ(req(b, 2, ctl::kCmConnect, cp), 0);
+  pump();
+  int app_a2 = -1;
+  const uint32_t ch_a2 = channel(a, 1, &app_a2);
+  ASSERT_EQ(req(a, 1, ctl::kCmMigrateId, ctl::CmMigratePayload{c.lis, ch_a2}), 0);
+  EXPECT_FALSE(event(a, 1, c.ch_a, &ev));
+  ASSERT_TRUE(event(a, 1, ch_a2, &ev));
+  EXPECT_EQ(ev.event, ctl::kEvConnectRequest);
+  EXPECT_EQ(ev.listen_id, c.lis);
+  const uint32_t child2 = ev.id;
+  ctl::CmConnPayload ap{};
+  ap.id = child2;
+  ap.qpn = 0x98;
+  ASSERT_EQ(req(a, 1, ctl::kCmAccept, ap), 0);
+  pump();
+  ASSERT_TRUE(event(b, 2, c.ch_b, &ev));  // ADDR_RESOLVED, ROUTE_RESOLVED, CONNECT_RESPONSE
+  ASSERT_TRUE(event(b, 2, c.ch_b, &ev));
+  ASSERT_TRUE(event(b, 2, c.ch_b, &ev));
+  EXPECT_EQ(ev.event, ctl::kEvConnectResponse);
+  ASSERT_EQ(handle_req(b, 2, ctl::kCmEstablish, cli2), 0);
+  pump();
+  EXPECT_FALSE(event(a, 1, c.ch_a, &ev));
+  ASSERT_TRUE(event(a, 1, ch_a2, &ev));
+  EXPECT_EQ(ev.event, ctl::kEvEstablished);
+  EXPECT_EQ(ev.id, child2);
+
+  // Another session's channel, an unknown id, and a channel that is not one: refused.
+  int app_x = -1;
+  const uint32_t ch_x = channel(a, 9, &app_x);
+  EXPECT_EQ(req(a, 1, ctl::kCmMigrateId, ctl::CmMigratePayload{c.lis, ch_x}), -EINVAL);
+  EXPECT_EQ(req(a, 1, ctl::kCmMigrateId, ctl::CmMigratePayload{12345, ch_a2}), -EINVAL);
+  EXPECT_EQ(req(a, 1, ctl::kCmMigrateId, ctl::CmMigratePayload{c.lis, c.lis}), -EINVAL);
+}
+
+TEST_F(CmServiceTest, ListenerBoundToOneAddressRefusesRequestsForAnother) {
+  // A listens on 10.0.0.1 port 7000 (bound to that address); B connects to A's link-local
+  // address on port 7000: A answers REJ 28 (the kernel's answer when rdma_cm finds no id),
+  // makes no id and queues nothing; B sees REJECTED with that reason.
+  pb.peer_gid = pa.gid(0);
+  std::memcpy(pb.peer_mac, pa.mac(), 6);
+  int app_a = -1, app_b = -1;
+  const uint32_t ch_a = channel(a, 1, &app_a), ch_b = channel(b, 2, &app_b);
+  const uint32_t lis = new_id(a, 1, ch_a);
+  ctl::CmAddrPayload bp{};
+  bp.id = lis;
+  bp.port = 7000;
+  std::memcpy(bp.gid, pa.gid(1).raw, 16);
+  ctl::CmAddrReply ar{};
+  ASSERT_EQ(req(a, 1, ctl::kCmBind, bp, &ar, sizeof ar), 0);
+  ASSERT_EQ(handle_req(a, 1, ctl::kCmListen, lis), 0);
+  const uint32_t cli = new_id(b, 2, ch_b);
+  ctl::CmResolvePayload rp{};
+  rp.id = cli;
+  rp.dst_port = 7000;
+  std::memcpy(rp.dst_gid, pa.gid(0).raw, 16);
+  ASSERT_EQ(req(b, 2, ctl::kCmResolveAddr, rp, &ar, sizeof ar), 0);
+  ASSERT_EQ(handle_req(b, 2, ctl::kCmResolveRoute, cli), 0);
+  ctl::CmConnPayload cp{};
+  cp.id = cli;
+  cp.qpn = 0x55;
+  cp.path_mtu = 3;
+  ASSERT_EQ(req(b, 2, ctl::kCmConnect, cp), 0);
+  const size_t ids_before = a.ids();
+  pump();
+  EXPECT_EQ(a.ids(), ids_before);
+  ctl::CmEventReply ev{};
+  EXPECT_FALSE(event(a, 1, ch_a, &ev));
+  EXPECT_EQ(a.counters().addr_mismatch, 1u);
+  EXPECT_EQ(a.cm().connections(), 0u);
+  ASSERT_TRUE(event(b, 2, ch_b, &ev));  // ADDR_RESOLVED
+  ASSERT_TRUE(event(b, 2, ch_b, &ev));  // ROUTE_RESOLVED
+  ASSERT_TRUE(event(b, 2, ch_b, &ev));
+  EXPECT_EQ(ev.event, ctl::kEvRejected);
+  EXPECT_EQ(ev.status, cm::kRejConsumerDefined);
 }
 
 }  // namespace

@@ -343,14 +343,14 @@ TYPED_TEST(Mw, BindIsOrderedWithTheSendQueue) {
 
 TEST(MwTable, KeysNeverCoincideWithMrKeysAndPdsAreHeld) {
   ObjectTables t(4, 512, 4, 99, 512);
-  const uint32_t pd = t.pds.alloc();
+  const uint32_t pd = t.pds.alloc(), wpd = t.pds.alloc();
   std::vector<uint8_t> mem(64);
   std::set<uint32_t> mr_ids, mw_ids;
   for (int i = 0; i < 256; ++i) {
     uint32_t k = 0;
     ASSERT_EQ(t.reg_mr(pd, mem.data(), 0x1000, 64, kAccessLocalWrite, &k), 0);
     mr_ids.insert(k >> 8);
-    ASSERT_EQ(t.alloc_mw(pd, i & 1 ? MwType::kType1 : MwType::kType2, &k), 0);
+    ASSERT_EQ(t.alloc_mw(wpd, i & 1 ? MwType::kType1 : MwType::kType2, &k), 0);
     mw_ids.insert(k >> 8);
     MemoryWindow w;
     ASSERT_TRUE(t.mws.snapshot(k, &w));
@@ -360,11 +360,15 @@ TEST(MwTable, KeysNeverCoincideWithMrKeysAndPdsAreHeld) {
   for (uint32_t id : mw_ids)
     EXPECT_EQ(mr_ids.count(id), 0u);
   EXPECT_EQ(t.mws.in_use(), 256u);
-  EXPECT_EQ(t.pds.dealloc(pd), EBUSY);
+  EXPECT_EQ(t.pds.dealloc(wpd), EBUSY);  // the windows hold their PD
   uint32_t bad = 0;
-  EXPECT_EQ(t.alloc_mw(pd + 1, MwType::kType1, &bad), EINVAL);
+  EXPECT_EQ(t.alloc_mw(wpd + 1, MwType::kType1, &bad), EINVAL);
   EXPECT_EQ(t.alloc_mw(pd, static_cast<MwType>(3), &bad), EINVAL);
   EXPECT_EQ(t.dealloc_mw(0x12345600), EINVAL);
+  for (uint32_t id : mw_ids)
+    ASSERT_EQ(t.dealloc_mw(id << 8), 0);  // by id, whatever the tag
+  EXPECT_EQ(t.mws.in_use(), 0u);
+  EXPECT_EQ(t.pds.dealloc(wpd), 0);
 }
 
 // An id some MR key has (any tag) is refused; ObjectTables::reg_mr redraws an MR key whose

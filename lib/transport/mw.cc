@@ -26,7 +26,10 @@ uint32_t slots_for(uint32_t cap) noexcept {
   return n;
 }
 
-constexpr uint32_t kMwAccess = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+// Local write is accepted and means nothing for a window (rdma-core's tests pass it; rxe
+// accepts it).
+constexpr uint32_t kMwAccess =
+    kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
 
 }  // namespace
 

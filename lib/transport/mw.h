@@ -72,8 +72,8 @@ class MwTable {
   // The QP's worker (BIND_MW, IBTA 10.6.7.2 / rxe_check_bind_mw): 0, or EINVAL for every
   // violation (the WC is IBV_WC_MW_BIND_ERR): unknown rkey, PD other than the QP's, type 1 not
   // valid or type 2 not free, type 2 with length 0 or an unchanged tag, access flags other
-  // than remote read / write / atomic, an MR of another PD, without MW_BIND, not covering
-  // [va, va + length), or without local write for remote write / atomic.
+  // than local write and remote read / write / atomic, an MR of another PD, without MW_BIND, not
+  // covering [va, va + length), or without local write for remote write / atomic.
   int bind(const MwBind &b, uint32_t qp_pd, uint32_t qpn, const MrTable &mrs) noexcept;
   // LOCAL_INV (remote false) or SEND_WITH_INV (remote true): a bound type 2 window of PD `pd`
   // becomes free; remotely only through the QP it is bound to. 0 or EINVAL (type 1 included).

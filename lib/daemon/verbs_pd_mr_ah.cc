@@ -84,7 +84,7 @@ int Daemon::do_alloc_mw(Session &s, ctl::Message &m, Reply &r) {
   ctl::AllocMwPayload p{};
   if (!m.payload_as(&p) || !s.pds.count(p.pd)) return -EINVAL;
   if (p.type != 1 && p.type != 2) return -EINVAL;
-  if (const int q = check_quota(s, QuotaKind::kMrs)) return q;
+  if (const int q = check_quota(s, QuotaKind::kMrs, 0)) return q;  // no bytes
   uint32_t rkey = 0;
   if (const int rc = tab_->alloc_mw(p.pd, static_cast<transport::MwType>(p.type), &rkey))
     return -rc;

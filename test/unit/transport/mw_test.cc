@@ -247,6 +247,30 @@ TYPED_TEST(Mw, Type1BindChangesTheKeyAndUnbinds) {
   EXPECT_EQ(one(net, qa, w), WcStatus::kRemAccessErr);
 }
 
+// UC binds too (as rxe); a WRITE through the window lands, one outside it is dropped (UC
+// has no NAK) and the QP stays usable.
+TYPED_TEST(Mw, UcBindAndWriteThroughTheWindow) {
+  NetT<TypeParam> net(82, 2);
+  RcParams p = params();
+  p.type = QpType::kUc;
+  auto [qa, qb] = net.connect(0, 1, p);
+  Buf src = net.reg(0, 4096, kAllAccess, 0x10000);
+  Buf mr = net.reg(1, 8192, kMrAccess, 0x200000);
+  const uint32_t k = bind_type2(net, qb, mr, 4096, 1024, kAccessRemoteWrite);
+  fill_pattern(src.at(0), 256, 3);
+  SendWr w = make_wr(1, WrOpcode::kRdmaWrite, src, 0, 256);
+  w.remote_addr = mr.va + 8192 - 256;  // inside the MR, past the window
+  w.rkey = k;
+  EXPECT_EQ(one(net, qa, w), WcStatus::kSuccess);  // UC: sent is done
+  net.settle();
+  for (size_t i = 0; i < mr.mem.size(); ++i)
+    ASSERT_EQ(mr.mem[i], 0) << i;
+  w.remote_addr = mr.va + 4096 + 1024 - 256;
+  EXPECT_EQ(one(net, qa, w), WcStatus::kSuccess);
+  net.settle();
+  EXPECT_EQ(std::memcmp(mr.at(4096 + 1024 - 256), src.at(0), 256), 0);
+}
+
 // Each violation completes the bind with IBV_WC_MW_BIND_ERR and moves the QP to ERR.
 TYPED_TEST(Mw, BindViolationsAreMwBindErrors) {
   enum Case {

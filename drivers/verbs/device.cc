@@ -93,9 +93,12 @@ void fill_device_attr(const ctl::DeviceAttrPayload &a, ibv_device_attr *o) {
   o->hw_ver = a.hw_ver;
   o->max_qp = static_cast<int>(a.max_qp);
   o->max_qp_wr = static_cast<int>(a.max_qp_wr);
-  // What the engine does: RNR NAKs, a system image GUID. No port events (PORT_ACTIVE_EVENT),
-  // no memory windows, no resizing.
-  o->device_cap_flags = a.device_cap_flags | IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID;
+  // What the engine does: RNR NAKs, a system image GUID, memory windows of type 1 and 2B (as
+  // rxe; as many as MRs, lib/transport/tables.h). No port events (PORT_ACTIVE_EVENT), no
+  // resizing.
+  o->device_cap_flags = a.device_cap_flags | IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID |
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+  o->max_mw = static_cast<int>(a.max_mr);
   o->max_sge = static_cast<int>(a.max_sge);
   o->max_sge_rd = static_cast<int>(a.max_sge);
   o->max_cq = static_cast<int>(a.max_cq);

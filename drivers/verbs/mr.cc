@@ -79,8 +79,8 @@ ibv_mr *reg_mr_common(ibv_pd *pd, void *addr, size_t length, uint64_t iova, unsi
   access &= ~static_cast<unsigned>(IBV_ACCESS_OPTIONAL_RANGE);
   constexpr unsigned kOk = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                            IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-                           IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB;
-  if (access & ~kOk) return fail_null<ibv_mr>(EOPNOTSUPP);  // MW_BIND, ON_DEMAND, FLUSH_*
+                           IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB | IBV_ACCESS_MW_BIND;
+  if (access & ~kOk) return fail_null<ibv_mr>(EOPNOTSUPP);  // ON_DEMAND, FLUSH_*
   auto *m = new (std::nothrow) Mr();
   if (m == nullptr) return fail_null<ibv_mr>(ENOMEM);
   const int rc = register_range(pd, addr, length, iova, access, m);
@@ -144,8 +144,8 @@ UV_EXPORT int ibv_rereg_mr(ibv_mr *mr, int flags, ibv_pd *pd, void *addr, size_t
     nacc = static_cast<unsigned>(access) & ~static_cast<unsigned>(IBV_ACCESS_OPTIONAL_RANGE);
     constexpr unsigned kOk = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                              IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-                             IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB;
-    if (nacc & ~kOk) return input_error(EOPNOTSUPP);  // MW_BIND, ON_DEMAND, FLUSH_*
+                             IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB | IBV_ACCESS_MW_BIND;
+    if (nacc & ~kOk) return input_error(EOPNOTSUPP);  // ON_DEMAND, FLUSH_*
   }
   if (!(flags & IBV_REREG_MR_CHANGE_TRANSLATION)) {
     const int rc = ctl_call(ctx_of(mr->context), [&](client::Context &k) {

@@ -52,8 +52,11 @@ bool opcode_ok(uint32_t op) noexcept {
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
+    case IBV_WR_LOCAL_INV:
+    case IBV_WR_BIND_MW:
+    case IBV_WR_SEND_WITH_INV:
       return true;
-    default:  // LOCAL_INV, BIND_MW, SEND_WITH_INV, TSO, ATOMIC_WRITE, FLUSH, DRIVER1
+    default:  // TSO, ATOMIC_WRITE, FLUSH, DRIVER1
       return false;
   }
 }
@@ -65,11 +68,14 @@ bool opcode_ok(uint32_t op) noexcept {
 int write_send(const Qp *q, const ibv_send_wr *wr, uint8_t *slot) noexcept {
   const client::Qp &k = *q->c;
   const uint32_t op = raw_opcode(wr);
-  if (!opcode_ok(op) || wr->num_sge < 0 || (wr->num_sge != 0 && wr->sg_list == nullptr))
+  // BIND_MW and LOCAL_INV carry no data: their sg_list is not read (rdma-core's providers).
+  const bool local = op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
+  if (!opcode_ok(op) ||
+      (!local && (wr->num_sge < 0 || (wr->num_sge != 0 && wr->sg_list == nullptr))))
     return EINVAL;
-  const auto nsge = static_cast<uint32_t>(wr->num_sge);
+  const auto nsge = local ? 0u : static_cast<uint32_t>(wr->num_sge);
   const uint32_t tail = k.caps.sq.slot_size - sizeof(H);
-  const bool inl = (wr->send_flags & IBV_SEND_INLINE) != 0;
+  const bool inl = !local && (wr->send_flags & IBV_SEND_INLINE) != 0;
   uint64_t inline_len = 0;
   if (inl) {
     for (uint32_t i = 0; i < nsge; ++i)
@@ -80,7 +86,23 @@ int write_send(const Qp *q, const ibv_send_wr *wr, uint8_t *slot) noexcept {
   }
   uint64_t remote_addr = 0, compare_add = 0, swap = 0;
   uint32_t rkey = 0, ah = 0, remote_qpn = 0, remote_qkey = 0;
-  if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+  uint32_t imm = wr->imm_data;  // or invalidate_rkey (a union)
+  if (op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV) {
+    if (op == IBV_WR_BIND_MW) {
+      // The slot's fields of a bind (lib/transport/verbs_types.h, SendWr).
+      const ibv_mw *mw = wr->bind_mw.mw;
+      const ibv_mw_bind_info &b = wr->bind_mw.bind_info;
+      if (mw == nullptr || mw->context != q->qpx.qp_base.context ||
+          (b.mr != nullptr && b.mr->context != mw->context))
+        return EINVAL;
+      rkey = mw->rkey;
+      imm = wr->bind_mw.rkey;
+      remote_addr = b.addr;
+      compare_add = b.length;
+      ah = b.mr ? b.mr->lkey : 0;
+      remote_qkey = b.mw_access_flags;
+    }
+  } else if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
     remote_addr = wr->wr.atomic.remote_addr;
     rkey = wr->wr.atomic.rkey;
     compare_add = wr->wr.atomic.compare_add;
@@ -100,9 +122,10 @@ int write_send(const Qp *q, const ibv_send_wr *wr, uint8_t *slot) noexcept {
   put<uint8_t>(slot, offsetof(H, opcode), static_cast<uint8_t>(op));
   put<uint8_t>(slot, offsetof(H, reserved), 0);
   put<uint16_t>(slot, offsetof(H, inline_len), static_cast<uint16_t>(inline_len));
-  put<uint32_t>(slot, offsetof(H, send_flags), wr->send_flags);
+  put<uint32_t>(slot, offsetof(H, send_flags),
+                local ? wr->send_flags & ~uint32_t{IBV_SEND_INLINE} : wr->send_flags);
   put<uint32_t>(slot, offsetof(H, num_sge), inl ? 0 : nsge);
-  put<uint32_t>(slot, offsetof(H, imm_data), wr->imm_data);
+  put<uint32_t>(slot, offsetof(H, imm_data), imm);
   put<uint64_t>(slot, offsetof(H, remote_addr), remote_addr);
   put<uint32_t>(slot, offsetof(H, rkey), rkey);
   put<uint32_t>(slot, offsetof(H, ud_ah), ah);
@@ -244,7 +267,9 @@ void fill_context_ops(Context *c) noexcept {
   o.post_send = op_post_send;
   o.post_recv = op_post_recv;
   o.post_srq_recv = op_post_srq_recv;
-  // alloc_mw / bind_mw / dealloc_mw stay NULL: verbs.h's inline wrappers return EOPNOTSUPP.
+  o.alloc_mw = alloc_mw_op;
+  o.dealloc_mw = dealloc_mw_op;
+  o.bind_mw = bind_mw_op;
   verbs_context &v = c->vctx;
   v.query_port = query_port_op;
   v.query_device_ex = query_device_ex_op;

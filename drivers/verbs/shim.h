@@ -195,6 +195,10 @@ inline uint32_t pd_handle(ibv_pd *pd) noexcept {
 }
 
 void fill_context_ops(Context *c) noexcept;  // post.cc
+// Memory windows (mw.cc): the context's alloc_mw / dealloc_mw / bind_mw ops.
+ibv_mw *alloc_mw_op(ibv_pd *pd, ibv_mw_type type);
+int dealloc_mw_op(ibv_mw *mw);
+int bind_mw_op(ibv_qp *qp, ibv_mw *mw, ibv_mw_bind *b);
 // After writing k WRs into reserved SQ slots (under sq_mu): publishes them, and rings the
 // QP's doorbell if its notification token was idle.
 void publish_sq(Qp *q, size_t k) noexcept;  // post.cc

@@ -124,14 +124,34 @@ void wr_atomic_fetch_add(ibv_qp_ex *x, uint32_t rkey, uint64_t addr, uint64_t ad
 void unsupported(ibv_qp_ex *x) {
   fail(qx(x), EOPNOTSUPP);
 }
-void wr_bind_mw(ibv_qp_ex *x, ibv_mw *, uint32_t, const ibv_mw_bind_info *) {
-  unsupported(x);
+// The slot's fields of a bind: lib/transport/verbs_types.h, SendWr.
+void wr_bind_mw(ibv_qp_ex *x, ibv_mw *mw, uint32_t rkey, const ibv_mw_bind_info *b) {
+  Qp *q = qx(x);
+  if (q->wr_err) return;
+  if (mw == nullptr || b == nullptr || mw->context != x->qp_base.context ||
+      (b->mr != nullptr && b->mr->context != mw->context) ||
+      (b->mw_access_flags & IBV_ACCESS_ZERO_BASED)) {
+    fail(q, EINVAL);
+    return;
+  }
+  if (uint8_t *s = new_wr(x, IBV_WR_BIND_MW)) {
+    put<uint32_t>(s, offsetof(H, rkey), mw->rkey);
+    put<uint32_t>(s, offsetof(H, imm_data), rkey);
+    put<uint64_t>(s, offsetof(H, remote_addr), b->addr);
+    put<uint64_t>(s, offsetof(H, compare_add), b->length);
+    put<uint32_t>(s, offsetof(H, ud_ah), b->mr ? b->mr->lkey : 0);
+    put<uint32_t>(s, offsetof(H, remote_qkey), b->mw_access_flags);
+    q->wr_data = true;  // no data to set
+  }
 }
-void wr_local_inv(ibv_qp_ex *x, uint32_t) {
-  unsupported(x);
+void wr_local_inv(ibv_qp_ex *x, uint32_t rkey) {
+  if (uint8_t *s = new_wr(x, IBV_WR_LOCAL_INV)) {
+    put<uint32_t>(s, offsetof(H, imm_data), rkey);
+    qx(x)->wr_data = true;
+  }
 }
-void wr_send_inv(ibv_qp_ex *x, uint32_t) {
-  unsupported(x);
+void wr_send_inv(ibv_qp_ex *x, uint32_t rkey) {
+  if (uint8_t *s = new_wr(x, IBV_WR_SEND_WITH_INV)) put<uint32_t>(s, offsetof(H, imm_data), rkey);
 }
 void wr_send_tso(ibv_qp_ex *x, void *, uint16_t, uint16_t) {
   unsupported(x);

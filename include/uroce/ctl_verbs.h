@@ -41,7 +41,9 @@ enum VerbsType : uint16_t {
   kModifySrq,                      // ModifySrqPayload -> empty (arm / disarm the limit event)
   kResizeCq,                       // ResizeCqPayload -> CreateCqReply + fd: the new ring memfd
   kReregMr,                        // ReregMrPayload -> empty (PD / access changed, keys kept)
-  kLastVerbsType = kReregMr,
+  kAllocMw,                        // AllocMwPayload -> HandlePayload (the window's rkey)
+  kDeallocMw,                      // HandlePayload (the window's rkey, any tag) -> empty
+  kLastVerbsType = kDeallocMw,
 };
 
 // A generic object handle (PD, CQ, SRQ, AH, QPN, MR lkey).
@@ -310,6 +312,13 @@ struct ReregMrPayload {
 };
 static_assert(sizeof(ReregMrPayload) == 16);
 
+// ibv_alloc_mw: a memory window of `type` (ibv_mw_type: 1 or 2) in PD `pd`.
+struct AllocMwPayload {
+  uint32_t pd;
+  uint32_t type;
+};
+static_assert(sizeof(AllocMwPayload) == 8 && offsetof(AllocMwPayload, type) == 4);
+
 struct CreateAhPayload {
   uint32_t pd;
   uint32_t reserved;
@@ -391,6 +400,8 @@ inline constexpr VerbsSpec kVerbsSpecs[] = {
     {kModifySrq, sizeof(ModifySrqPayload), 0, 0, 0, 0},
     {kResizeCq, sizeof(ResizeCqPayload), 0, 0, sizeof(CreateCqReply), 1},
     {kReregMr, sizeof(ReregMrPayload), 0, 0, 0, 0},
+    {kAllocMw, sizeof(AllocMwPayload), 0, 0, sizeof(HandlePayload), 0},
+    {kDeallocMw, sizeof(HandlePayload), 0, 0, 0, 0},
 };
 static_assert(sizeof(kVerbsSpecs) / sizeof(kVerbsSpecs[0]) == kLastVerbsType - kFirstVerbsType + 1);
 

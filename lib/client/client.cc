@@ -181,6 +181,21 @@ int Context::rereg_mr(const Mr &mr, uint32_t pd, uint32_t access) noexcept {
   return call(ctl::kReregMr, &p, sizeof p, nullptr, 0, msg_.get());
 }
 
+int Context::alloc_mw(uint32_t pd, uint32_t type, uint32_t *rkey) noexcept {
+  const ctl::AllocMwPayload p{pd, type};
+  const int rc = call(ctl::kAllocMw, &p, sizeof p, nullptr, 0, msg_.get());
+  if (rc) return rc;
+  ctl::HandlePayload h{};
+  if (!msg_->payload_as(&h)) return EPROTO;
+  *rkey = h.handle;
+  return 0;
+}
+
+int Context::dealloc_mw(uint32_t rkey) noexcept {
+  const ctl::HandlePayload h{rkey, 0};
+  return call(ctl::kDeallocMw, &h, sizeof h, nullptr, 0, msg_.get());
+}
+
 int Context::create_cq(uint32_t cqe, std::unique_ptr<Cq> *out) noexcept {
   const ctl::CreateCqPayload p{cqe, 0};
   ctl::Message &m = *msg_;

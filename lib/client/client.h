@@ -133,6 +133,9 @@ class Context {
   int resize_cq(Cq &cq, uint32_t cqe) noexcept;
   // ibv_rereg_mr of PD / access: the MR keeps its keys.
   int rereg_mr(const Mr &mr, uint32_t pd, uint32_t access) noexcept;
+  // ibv_alloc_mw (type 1 or 2) / ibv_dealloc_mw: the window's rkey (its current one, any tag).
+  int alloc_mw(uint32_t pd, uint32_t type, uint32_t *rkey) noexcept;
+  int dealloc_mw(uint32_t rkey) noexcept;
   int create_qp(const ctl::CreateQpPayload &attr, std::unique_ptr<Qp> *out) noexcept;
   int modify_qp(Qp &qp, const ctl::QpAttrPayload &attr, uint32_t mask) noexcept;
   int query_qp(const Qp &qp, ctl::QueryQpReply *out) noexcept;

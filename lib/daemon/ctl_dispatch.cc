@@ -40,6 +40,8 @@ void Daemon::on_message(ctl::Server &srv, const ctl::ClientInfo &ci, ctl::Messag
       {ctl::kModifySrq, &Daemon::do_modify_srq},
       {ctl::kResizeCq, &Daemon::do_resize_cq},
       {ctl::kReregMr, &Daemon::do_rereg_mr},
+      {ctl::kAllocMw, &Daemon::do_alloc_mw},
+      {ctl::kDeallocMw, &Daemon::do_dealloc_mw},
   };
   // Every verbs type has its handler, at its kVerbsSpecs index.
   static_assert(std::size(kHandlers) == std::size(ctl::kVerbsSpecs));

@@ -198,6 +198,8 @@ class Daemon : public ctl::Handler {
   int do_destroy_cq(Session &s, ctl::Message &m, Reply &r);
   int do_resize_cq(Session &s, ctl::Message &m, Reply &r);
   int do_rereg_mr(Session &s, ctl::Message &m, Reply &r);
+  int do_alloc_mw(Session &s, ctl::Message &m, Reply &r);
+  int do_dealloc_mw(Session &s, ctl::Message &m, Reply &r);
   int do_create_srq(Session &s, ctl::Message &m, Reply &r);
   int do_modify_srq(Session &s, ctl::Message &m, Reply &r);
   int do_destroy_srq(Session &s, ctl::Message &m, Reply &r);

@@ -106,6 +106,7 @@ struct Daemon::Session {
   std::set<uint32_t> pds, ahs;
   std::map<uint32_t, uint32_t> pd_qps;   // PD -> QPs using it (EBUSY before the engines)
   std::map<uint32_t, shm::Mapping> mrs;  // lkey -> the daemon's mapping of the app's memfd
+  std::set<uint32_t> mws;                // memory windows, by id (rkey >> 8: binds change the tag)
   std::map<uint32_t, std::unique_ptr<Cq>> cqs;
   std::map<uint32_t, std::unique_ptr<Qp>> qps;
   std::map<uint32_t, std::unique_ptr<Srq>> srqs;

@@ -56,7 +56,7 @@ int Daemon::check_quota(Session &s, QuotaKind k, uint64_t more) noexcept {
   u.qps = s.qps.size();
   u.cqs = s.cqs.size();
   u.srqs = s.srqs.size();
-  u.mrs = s.mrs.size();
+  u.mrs = s.mrs.size() + s.mws.size();  // memory windows count as MRs
   u.mr_bytes = s.mr_bytes;
   u.event_fds = s.cqs.size();
   u.pds = s.pds.size();

@@ -153,6 +153,10 @@ void Daemon::destroy_session(Session &s) {
   for (auto &kv : s.cqs)
     destroy_cq_obj(*kv.second);
   s.cqs.clear();
+  // Windows first (they hold their PD); no grace period (transport/mw.h).
+  for (uint32_t id : s.mws)
+    tab_->dealloc_mw(id << 8);
+  s.mws.clear();
   // One grace period for all of the session's AHs and MRs (grace.h).
   for (uint32_t ah : s.ahs)
     tab_->retire_ah(ah);

@@ -77,6 +77,30 @@ int Daemon::do_rereg_mr(Session &s, ctl::Message &m, Reply &) {
   return -tab_->rereg_mr(p.lkey, p.pd, p.access);
 }
 
+// Memory windows (transport/mw.h): allocated and freed here, bound and invalidated by the
+// workers running the QPs. A window's memory is its MR's, so freeing one needs no grace
+// period. They count against the MR quota.
+int Daemon::do_alloc_mw(Session &s, ctl::Message &m, Reply &r) {
+  ctl::AllocMwPayload p{};
+  if (!m.payload_as(&p) || !s.pds.count(p.pd)) return -EINVAL;
+  if (p.type != 1 && p.type != 2) return -EINVAL;
+  if (const int q = check_quota(s, QuotaKind::kMrs, 0)) return q;  // no bytes
+  uint32_t rkey = 0;
+  if (const int rc = tab_->alloc_mw(p.pd, static_cast<transport::MwType>(p.type), &rkey))
+    return -rc;
+  s.mws.insert(rkey >> 8);
+  r.set(ctl::HandlePayload{rkey, 0});
+  return 0;
+}
+
+int Daemon::do_dealloc_mw(Session &s, ctl::Message &m, Reply &) {
+  ctl::HandlePayload h{};
+  if (!m.payload_as(&h) || !s.mws.count(h.handle >> 8)) return -EINVAL;
+  if (const int rc = tab_->dealloc_mw(h.handle)) return -rc;
+  s.mws.erase(h.handle >> 8);
+  return 0;
+}
+
 int Daemon::do_create_ah(Session &s, ctl::Message &m, Reply &r) {
   ctl::CreateAhPayload p{};
   if (!m.payload_as(&p) || !s.pds.count(p.pd)) return -EINVAL;

@@ -23,7 +23,8 @@ class Engine : public EngineCoreT<Q> {
   using Base = EngineCoreT<Q>;
   using typename Base::Qp;
   // What the port-side roles use of EngineCoreT (a dependent base).
-  using Base::act_head_, Base::cfg_, Base::ctr_, Base::ip_id_, Base::mrs_, Base::now_, Base::wheel_;
+  using Base::act_head_, Base::cfg_, Base::ctr_, Base::ip_id_, Base::mrs_, Base::now_, Base::tab_,
+      Base::wheel_;
   using Base::activate, Base::ah_path, Base::check_local_sges, Base::complete_send,
       Base::completer_rx, Base::credits_code, Base::deactivate, Base::enter_error, Base::enter_sqe,
       Base::find_qp, Base::gather_send, Base::on_timer, Base::prefetch_qp, Base::prefetch_rx_qp,

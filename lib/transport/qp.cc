@@ -31,8 +31,11 @@ bool opcode_allowed(QpType t, WrOpcode op) noexcept {
     case WrOpcode::kAtomicFetchAndAdd:
     case WrOpcode::kSendWithInv:
       return t == QpType::kRc;
+    case WrOpcode::kLocalInv:
+    case WrOpcode::kBindMw:
+      return t != QpType::kUd;  // as rxe (rxe_opcode.c): RC and UC
     default:
-      return false;  // LOCAL_INV / BIND_MW: memory windows are not supported
+      return false;
   }
 }
 

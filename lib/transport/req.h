@@ -23,9 +23,14 @@ enum class ReqState : uint8_t {
   kStartWqe,    // first packet of a WQE: local key checks, fence, rd_atomic limit
   kWindow,      // the PSN window (unacknowledged PSNs) has room
   kSendPacket,  // build and transmit one packet
+  kLocalOp,     // BIND_MW / LOCAL_INV: run once every earlier WQE has completed
   kLocalError,  // the WQE failed locally: complete it in error once it is the oldest
   kStop,
 };
+
+constexpr bool is_local_op(WrOpcode op) noexcept {
+  return op == WrOpcode::kBindMw || op == WrOpcode::kLocalInv;
+}
 
 constexpr bool is_rd_atomic(WrOpcode op) noexcept {
   return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpAndSwp ||
@@ -119,6 +124,10 @@ uint32_t Engine<Port, Clk, Q>::run_requester(Qp &qp, uint32_t budget, bool *port
             break;
           }
           w->checked = true;
+        }
+        if (detail::is_local_op(w->opcode)) {
+          st = ReqState::kLocalOp;
+          break;
         }
         // IBV_SEND_FENCE: wait for every earlier READ / atomic to complete.
         if ((w->flags & kSendFence) && qp.rd_atomic_out) {
@@ -323,6 +332,34 @@ uint32_t Engine<Port, Clk, Q>::run_requester(Qp &qp, uint32_t budget, bool *port
           w->state = WqeState::kSending;
         }
         update_retransmit_timer(qp);
+        st = ReqState::kNextWqe;
+        break;
+      }
+
+      case ReqState::kLocalOp: {
+        // No packet: the operation takes effect once the WQEs before it have completed, so
+        // that it is ordered after them as seen by the peer (a stricter fence than IBTA's).
+        if (qp.sq.tail() != idx) {
+          st = ReqState::kStop;
+          break;
+        }
+        lerr = WcStatus::kSuccess;
+        if (w->opcode == WrOpcode::kBindMw) {
+          // The SendWqe fields of a bind (verbs_types.h, SendWr).
+          const MwBind b{w->rkey,        w->inv_rkey,    w->ah,
+                         w->remote_addr, w->compare_add, w->remote_qkey};
+          if (this->tab_.mws.bind(b, qp.pd, qp.qpn, mrs_) != 0) lerr = WcStatus::kMwBindErr;
+        } else if (mrs_.invalidate(w->inv_rkey, qp.pd) != 0 &&
+                   this->tab_.mws.invalidate(w->inv_rkey, qp.pd, qp.qpn, false) != 0) {
+          lerr = WcStatus::kLocQpOpErr;
+        }
+        if (lerr != WcStatus::kSuccess) {
+          st = ReqState::kLocalError;
+          break;
+        }
+        qp.sq.pop();
+        ++qp.req_idx;
+        complete_send(qp, *w, WcStatus::kSuccess);
         st = ReqState::kNextWqe;
         break;
       }

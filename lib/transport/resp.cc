@@ -339,17 +339,18 @@ void EngineCoreT<Q>::responder_step(Qp &qp, const wire::ParsedPacket &p) noexcep
         uint8_t *host = nullptr;
         MrCheck c = MrCheck::kOk;
         if (is_write(m) && (m & wire::kMaskFirst) && qp.resp_len)
-          c = mrs_.check(qp.resp_rkey, qp.pd, qp.resp_va, qp.resp_len, kAccessRemoteWrite, &host);
+          c = tab_.check_rkey(qp.resp_rkey, qp.pd, qp.qpn, qp.resp_va, qp.resp_len,
+                              kAccessRemoteWrite, &host);
         else if ((m & wire::kMaskRead) && p.reth()->dma_len())
-          c = mrs_.check(p.reth()->rkey(), qp.pd, p.reth()->va(), p.reth()->dma_len(),
-                         kAccessRemoteRead, &host);
+          c = tab_.check_rkey(p.reth()->rkey(), qp.pd, qp.qpn, p.reth()->va(), p.reth()->dma_len(),
+                              kAccessRemoteRead, &host);
         if (m & wire::kMaskAtomic) {
           const wire::AtomicEth *a = p.atomic_eth();
           if (a->va() & 7) {
             resp_fatal(qp, aeth::NakCode::kInvalidRequest, WcStatus::kWrFlushErr, psn);
             return;
           }
-          c = mrs_.check(a->rkey(), qp.pd, a->va(), 8, kAccessRemoteAtomic, &host);
+          c = tab_.check_rkey(a->rkey(), qp.pd, qp.qpn, a->va(), 8, kAccessRemoteAtomic, &host);
         }
         if (c != MrCheck::kOk) {
           if (!rc) {
@@ -392,8 +393,8 @@ void EngineCoreT<Q>::responder_step(Qp &qp, const wire::ParsedPacket &p) noexcep
           if (len) {
             uint8_t *host = nullptr;
             // Checked per packet: the region may have been deregistered since the FIRST.
-            if (mrs_.check(qp.resp_rkey, qp.pd, qp.resp_va, len, kAccessRemoteWrite, &host) !=
-                MrCheck::kOk) {
+            if (tab_.check_rkey(qp.resp_rkey, qp.pd, qp.qpn, qp.resp_va, len, kAccessRemoteWrite,
+                                &host) != MrCheck::kOk) {
               if (!rc) {
                 qp.resp_psn = wire::psn_add(psn, 1);
                 uc_drop(DropReason::kLength);
@@ -431,7 +432,12 @@ void EngineCoreT<Q>::responder_step(Qp &qp, const wire::ParsedPacket &p) noexcep
         } else if (m & wire::kMaskAtomic) {
           const wire::AtomicEth *a = p.atomic_eth();
           uint8_t *host = nullptr;
-          mrs_.check(a->rkey(), qp.pd, a->va(), 8, kAccessRemoteAtomic, &host);
+          // Checked in kCheckRkey; again here for the host address (and in case it went).
+          if (tab_.check_rkey(a->rkey(), qp.pd, qp.qpn, a->va(), 8, kAccessRemoteAtomic, &host) !=
+              MrCheck::kOk) {
+            resp_fatal(qp, aeth::NakCode::kRemoteAccessError, WcStatus::kWrFlushErr, psn);
+            return;
+          }
           if (qp.acks.size() + 1 >= AckQueue::kCap) {
             ++ctr_.drops[static_cast<size_t>(DropReason::kResource)];
             return;  // cannot answer: do not execute; the requester retries
@@ -487,7 +493,9 @@ void EngineCoreT<Q>::responder_step(Qp &qp, const wire::ParsedPacket &p) noexcep
           }
           if (m & wire::kMaskIeth) {
             const uint32_t key = p.ieth()->rkey();
-            if (mrs_.invalidate(key, qp.pd) != 0) {
+            // An MR, else a type 2 window bound to this QP (IBTA 10.6.7.2.3).
+            if (mrs_.invalidate(key, qp.pd) != 0 &&
+                tab_.mws.invalidate(key, qp.pd, qp.qpn, true) != 0) {
               resp_fatal(qp, aeth::NakCode::kInvalidRequest, WcStatus::kRemInvReqErr, psn);
               return;
             }

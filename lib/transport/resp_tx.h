@@ -168,7 +168,8 @@ uint32_t Engine<Port, Clk, Q>::run_responses(Qp &qp, uint32_t budget, bool *port
             if (plen == 0) return true;
             uint8_t *host = nullptr;
             // Re-checked per packet: the region may be gone since the request was accepted.
-            if (mrs_.check(rkey, pd, va, plen, kAccessRemoteRead, &host) != MrCheck::kOk)
+            if (this->tab_.check_rkey(rkey, pd, qp.qpn, va, plen, kAccessRemoteRead, &host) !=
+                MrCheck::kOk)
               return false;
             std::memcpy(dst, host, plen);
             return true;

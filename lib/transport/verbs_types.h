@@ -214,6 +214,10 @@ struct AhAttr {
 };
 
 // ibv_send_wr, flattened: the engine copies it into its send queue at post time.
+// BIND_MW (as the shared ring's slot, include/uroce/abi.h): rkey = the window's current rkey,
+// invalidate_rkey = its new rkey, remote_addr / compare_add = the bound range's address and
+// length, ah = the MR's lkey, remote_qkey = the window's access flags. LOCAL_INV:
+// invalidate_rkey.
 struct SendWr {
   uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::kSend;
@@ -221,7 +225,7 @@ struct SendWr {
   uint32_t num_sge = 0;
   Sge sg_list[kMaxSge];
   uint32_t imm_data_be = 0;      // ibv_send_wr.imm_data (network order, opaque)
-  uint32_t invalidate_rkey = 0;  // SEND_WITH_INV
+  uint32_t invalidate_rkey = 0;  // SEND_WITH_INV, LOCAL_INV; BIND_MW: the new rkey
   // RDMA READ / WRITE
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;

@@ -12,13 +12,15 @@
 // the PID), served by a thread that also runs the bridge and the engine. A bystander session
 // (its own lib/client Context): PD, 64 KiB MR, CQ, SRQ, an AH, and two RC QPs A <-> B in RTS
 // connected to each other through the loop port.
-// Per input, a new session (Context) with a PD, a 64 KiB MR, a CQ, an AH (to this port's own
-// GID, so UD sends can reach the bystander QPs), an SRQ (max_wr 128, max_sge 3) and a QP in RTS
-// of the type the setup byte says; then records. Input:
+// Per input, a new session (Context) with a PD, a 64 KiB MR (MW_BIND), a type 2 window, a CQ, an AH
+// (to this port's own GID, so UD sends can reach the bystander QPs), an SRQ (max_wr 128, max_sge 3)
+// and a QP in RTS of the type the setup byte says; then records. Input:
 //   setup u8: bits 0-1: the QP's type: 0 / 3 RC, 1 UC, 2 UD.
 //   Records (at most 24), each a kind u8 whose bits 0-1 say what follows:
 //   0 send slot: one SQ slot (the QP's slot size), put in with Context::post_send_raw. Bit 2:
-//     every SGE slot points into the MR (its lkey, its base + addr % its size); bit 3: opcode
+//     every SGE slot points into the MR (its lkey, its base + addr % its size), a BIND_MW binds
+//     the session's window to the MR and a LOCAL_INV names it (a tag t: the first tag XOR t); bit
+//     3: opcode
 //     := opcode % 11; bit 4: a UD selector u8 follows the slot: bits 0-1 ud_ah := the session's
 //     AH, the bystander's AH (another session's PD), 0, or as is; bits 2-3 remote_qpn := A, B,
 //     the QP itself, or as is; bit 4: remote_qkey := 0x11111111 (the QPs' Q_Key).
@@ -174,6 +176,7 @@ struct Session {
   client::Mr mr;
   uint32_t pd = 0;
   uint32_t ah = 0;
+  uint32_t mw = 0;  // a type 2 window (its rkey at alloc; binds change the low 8 bits)
   std::unique_ptr<client::Cq> cq;
   std::unique_ptr<client::Srq> srq;
 
@@ -181,8 +184,11 @@ struct Session {
     FUZZ_CHECK(client::Context::open(path.c_str(), name, &ctx, 10'000) == 0);
     FUZZ_CHECK(ctx->alloc_pd(&pd) == 0);
     FUZZ_CHECK(client::Buffer::create(kBufBytes, &buf) == 0);
-    FUZZ_CHECK(ctx->reg_mr(pd, buf, 0, kBufBytes,
-                           kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead, &mr) == 0);
+    FUZZ_CHECK(
+        ctx->reg_mr(pd, buf, 0, kBufBytes,
+                    kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessMwBind,
+                    &mr) == 0);
+    FUZZ_CHECK(ctx->alloc_mw(pd, 2, &mw) == 0);
     FUZZ_CHECK(ctx->create_cq(1024, &cq) == 0);
     const ctl::CreateSrqPayload sa{pd, 128, 3, 0};
     FUZZ_CHECK(ctx->create_srq(sa, &srq) == 0);
@@ -646,6 +652,18 @@ void run_one(const uint8_t *data, size_t size) {
       abi::SendWqeHeader h;
       std::memcpy(&h, slot.data(), sizeof h);
       if (kind & 8) h.opcode = static_cast<uint8_t>(h.opcode % 11);
+      // Memory windows: a BIND_MW names the session's window and binds it to its MR (the
+      // range inside it), a LOCAL_INV names the window. A tag t as written means the window's
+      // first tag XOR t (the first tag is random: so inputs replay the same way).
+      const auto win = [&](uint32_t t) { return s.mw ^ (t & 0xff); };
+      if ((kind & 4) && h.opcode == static_cast<uint8_t>(WrOpcode::kBindMw)) {
+        h.rkey = win(h.rkey);
+        h.imm_data = win(h.imm_data);
+        h.ud_ah = s.mr.lkey;
+        h.remote_addr = s.mr.addr + h.remote_addr % kBufBytes;
+      }
+      if ((kind & 4) && h.opcode == static_cast<uint8_t>(WrOpcode::kLocalInv))
+        h.imm_data = win(h.imm_data);
       if (kind & 0x10) {
         const uint8_t sel = in.u8();
         const uint32_t ahs[3] = {s.ah, e.by.ah, 0};

@@ -67,6 +67,25 @@ void send_rec(Seed *s, uint8_t opcode, uint32_t num_sge, uint16_t inline_len, ui
   if (ud_sel >= 0) s->push_back(static_cast<unsigned char>(ud_sel));
 }
 
+// A BIND_MW of the session's type 2 window (wqe_fuzz.cc: tags relative to its first one) to
+// [off, off + len) of the MR, or with len 0 a LOCAL_INV of tag `tag`.
+void window_rec(Seed *s, uint8_t tag, uint8_t new_tag, uint64_t off, uint64_t len,
+                uint32_t access) {
+  s->push_back(kSendRec | 4);
+  unsigned char slot[kSendSlot] = {};
+  uroce::abi::SendWqeHeader h{};
+  h.wr_id = 0x7000 + new_tag;
+  h.opcode = len ? 8 : 7;  // IBV_WR_BIND_MW : IBV_WR_LOCAL_INV
+  h.send_flags = 2;
+  h.rkey = tag;
+  h.imm_data = len ? new_tag : tag;
+  h.remote_addr = off;
+  h.compare_add = len;
+  h.remote_qkey = access;
+  std::memcpy(slot, &h, sizeof h);
+  s->insert(s->end(), slot, slot + kSendSlot);
+}
+
 void recv_rec(Seed *s, uint32_t num_sge, uint32_t reserved = 0, bool srq = false) {
   s->push_back(kRecvRec | 4 | (srq ? 8 : 0));  // receive (shared receive) ring, SGEs into the MR
   unsigned char slot[kRecvSlot] = {};
@@ -133,6 +152,16 @@ int main(int argc, char **argv) {
     send_rec(&s, 2, 1, 0, 0, 0x02 | 0x04);          // AH 0, B, Q_Key as written
     send_rec(&s, 3, 0, 32, 0, 0x00 | 0x08 | 0x10);  // inline SEND_WITH_IMM to itself
     send_rec(&s, 2, 1, 0, 0, 0x03 | 0x0C);          // everything as written
+    seeds.push_back(s);
+  }
+  // Memory windows: bind (tag 0 -> 1), invalidate, bind again (1 -> 2), a bind of a bound
+  // window (an error: the QP goes to ERR), on RC and UC.
+  for (uint8_t type : {kRc, kUc}) {
+    Seed s = with_setup(type);
+    window_rec(&s, 0, 1, 256, 4096, 6);  // remote write | read
+    window_rec(&s, 1, 0, 0, 0, 0);
+    window_rec(&s, 1, 2, 0, 512, 2);
+    window_rec(&s, 2, 3, 0, 512, 2);
     seeds.push_back(s);
   }
   Seed s = with_setup(kRc);

@@ -795,7 +795,7 @@ TEST_F(Verbs, ReregMrChangesPdAndAccessKeepingTheKeys) {
             IBV_REREG_MR_ERR_INPUT);
   EXPECT_EQ(errno, EINVAL);
   EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
-                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND),
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND),
             IBV_REREG_MR_ERR_INPUT);
   EXPECT_EQ(errno, EOPNOTSUPP);
   EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, nullptr, nullptr, 0, kAll),
@@ -1055,10 +1055,10 @@ TEST_F(Verbs, BadArgumentsToObjectVerbs) {
   errno = 0;
   EXPECT_EQ(ibv_reg_mr(a.pd, m.data(), 0, IBV_ACCESS_LOCAL_WRITE), nullptr);
   EXPECT_EQ(errno, EINVAL);
-  // Memory windows: not supported by the device (verbs.h wrapper without the op).
+  // Memory windows: types 1 and 2 only.
   errno = 0;
-  EXPECT_EQ(ibv_alloc_mw(a.pd, IBV_MW_TYPE_1), nullptr);
-  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(ibv_alloc_mw(a.pd, static_cast<ibv_mw_type>(3)), nullptr);
+  EXPECT_EQ(errno, EINVAL);
   // AH: RoCE needs the GRH.
   ibv_ah_attr aa{};
   aa.port_num = kPort;
@@ -1101,7 +1101,7 @@ TEST_F(Verbs, BadPostArguments) {
   EXPECT_EQ(ibv_post_recv(qb, &rw, &rbad), EINVAL);
   EXPECT_EQ(rbad, &rw);
   ibv_sge s = sge_a(0, 4);
-  EXPECT_EQ(post_send(qa, IBV_WR_LOCAL_INV, 1, &s, 1), EINVAL);
+  EXPECT_EQ(post_send(qa, IBV_WR_TSO, 1, &s, 1), EINVAL);
   EXPECT_EQ(post_send(qa, static_cast<ibv_wr_opcode>(77), 1, &s, 1), EINVAL);
   // A chain stops at the first bad WR: the good ones before it are posted.
   ibv_send_wr w1{}, w2{}, *bad = nullptr;
@@ -1249,6 +1249,146 @@ TEST_F(Verbs, SrqSharedByTwoQpsAndLimitEvent) {
 }
 
 // Moves qp to ERR (allowed from any state). A QP on an SRQ then raises LAST_WQE_REACHED.
+// ---- memory windows (types 1 and 2B, as rxe) ------------------------------------------------
+
+TEST_F(Verbs, MemoryWindowsBindAccessAndInvalidate) {
+  ibv_device_attr da{};
+  ASSERT_EQ(ibv_query_device(b.ctx, &da), 0);
+  EXPECT_GT(da.max_mw, 0);
+  EXPECT_TRUE(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW);
+  EXPECT_TRUE(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B);
+  pair();
+  std::vector<uint8_t> win(16384, 0);
+  ibv_mr *mr =
+      ibv_reg_mr(b.pd, win.data(), win.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  const uint64_t base = reinterpret_cast<uintptr_t>(win.data());
+  ibv_mw *mw1 = ibv_alloc_mw(b.pd, IBV_MW_TYPE_1);
+  ibv_mw *mw2 = ibv_alloc_mw(b.pd, IBV_MW_TYPE_2);
+  ASSERT_TRUE(mw1 && mw2) << strerror(errno);
+  EXPECT_EQ(ibv_dealloc_pd(b.pd), EBUSY);  // the windows hold it
+  ibv_wc wc{};
+
+  // Type 1: ibv_bind_mw, a new rkey once posted.
+  const uint32_t old1 = mw1->rkey;
+  ibv_mw_bind bind{};
+  bind.wr_id = 1;
+  bind.send_flags = IBV_SEND_SIGNALED;
+  bind.bind_info = {mr, base, 4096, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
+  ASSERT_EQ(ibv_bind_mw(qb, mw1, &bind), 0);
+  EXPECT_NE(mw1->rkey, old1);
+  ASSERT_TRUE(poll_one(b.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.opcode, IBV_WC_BIND_MW);
+  EXPECT_EQ(wc.wr_id, 1u);
+  std::memset(a.buf.data(), 0x5a, 256);
+  ibv_sge s = sge_a(0, 256);
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, 2, &s, 1, IBV_SEND_SIGNALED, base + 100, mw1->rkey),
+            0);
+  ASSERT_TRUE(poll_one(a.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(win[100], 0x5a);
+  EXPECT_EQ(win[355], 0x5a);
+  EXPECT_EQ(win[356], 0);
+
+  // Type 2: a BIND_MW work request on qb; the app chooses the next rkey.
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.wr_id = 3;
+  wr.opcode = IBV_WR_BIND_MW;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.bind_mw.mw = mw2;
+  wr.bind_mw.rkey = ibv_inc_rkey(mw2->rkey);
+  wr.bind_mw.bind_info = {mr, base + 8192, 4096, IBV_ACCESS_REMOTE_READ};
+  ASSERT_EQ(ibv_post_send(qb, &wr, &bad), 0);
+  ASSERT_TRUE(poll_one(b.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.opcode, IBV_WC_BIND_MW);
+  const uint32_t k2 = wr.bind_mw.rkey;
+  mw2->rkey = k2;  // the app's to keep for type 2 (a later bind names the window by it; rxe)
+  win[8192 + 7] = 0x77;
+  s = sge_a(1024, 64);
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_READ, 4, &s, 1, IBV_SEND_SIGNALED, base + 8192, k2), 0);
+  ASSERT_TRUE(poll_one(a.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(a.buf[1024 + 7], 0x77);
+
+  // SEND_WITH_INV invalidates it: the receive reports the rkey.
+  ibv_sge r = sge_b(0, 64);
+  ASSERT_EQ(post_recv(qb, 5, &r, 1), 0);
+  ibv_send_wr sw{};
+  s = sge_a(0, 16);
+  sw.wr_id = 6;
+  sw.opcode = IBV_WR_SEND_WITH_INV;
+  sw.send_flags = IBV_SEND_SIGNALED;
+  sw.sg_list = &s;
+  sw.num_sge = 1;
+  sw.invalidate_rkey = k2;
+  ASSERT_EQ(ibv_post_send(qa, &sw, &bad), 0);
+  ASSERT_TRUE(poll_one(a.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  ASSERT_TRUE(poll_one(b.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.wr_id, 5u);
+  EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_INV);
+  EXPECT_EQ(wc.invalidated_rkey, k2);
+
+  // The invalidated rkey: remote access error (and qa goes to ERR).
+  s = sge_a(1024, 64);
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_READ, 7, &s, 1, IBV_SEND_SIGNALED, base + 8192, k2), 0);
+  ASSERT_TRUE(poll_one(a.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+
+  // Outside the type 1 window (inside the MR), on a fresh pair.
+  ibv_qp *x = qp(a), *y = qp(b);
+  ASSERT_TRUE(x && y);
+  connect(x, a, y, b);
+  s = sge_a(0, 64);
+  ASSERT_EQ(
+      post_send(x, IBV_WR_RDMA_WRITE, 8, &s, 1, IBV_SEND_SIGNALED, base + 4096 - 32, mw1->rkey), 0);
+  ASSERT_TRUE(poll_one(a.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(win[4096 - 32], 0);
+
+  // A type 2 window bound on y is refused through another QP (qb is in ERR now: use y / x
+  // against a third pair).
+  ibv_qp *u = qp(a), *v = qp(b);
+  ASSERT_TRUE(u && v);
+  connect(u, a, v, b);
+  wr.wr_id = 9;
+  wr.bind_mw.rkey = ibv_inc_rkey(k2);
+  wr.bind_mw.bind_info = {mr, base, 4096, IBV_ACCESS_REMOTE_WRITE};
+  ASSERT_EQ(ibv_post_send(v, &wr, &bad), 0);
+  ASSERT_TRUE(poll_one(b.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  mw2->rkey = wr.bind_mw.rkey;
+  ibv_qp *g = qp(a), *h = qp(b);
+  ASSERT_TRUE(g && h);
+  connect(g, a, h, b);
+  ASSERT_EQ(post_send(g, IBV_WR_RDMA_WRITE, 10, &s, 1, IBV_SEND_SIGNALED, base, wr.bind_mw.rkey),
+            0);
+  ASSERT_TRUE(poll_one(a.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+  ASSERT_EQ(post_send(u, IBV_WR_RDMA_WRITE, 11, &s, 1, IBV_SEND_SIGNALED, base, wr.bind_mw.rkey),
+            0);
+  ASSERT_TRUE(poll_one(a.cq, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+
+  // A bind violation: the MR lacks MW_BIND -> IBV_WC_MW_BIND_ERR (on v: h went to ERR with
+  // the NAK it sent).
+  wr.wr_id = 12;
+  wr.bind_mw.mw = mw1;
+  wr.bind_mw.rkey = ibv_inc_rkey(mw1->rkey);
+  wr.bind_mw.bind_info = {b.mr, b.addr(0), 64, IBV_ACCESS_REMOTE_READ};
+  ASSERT_EQ(ibv_post_send(v, &wr, &bad), 0);
+  ASSERT_TRUE(poll_one(b.cq, &wc));
+  EXPECT_EQ(wc.wr_id, 12u);
+  EXPECT_EQ(wc.status, IBV_WC_MW_BIND_ERR);
+
+  EXPECT_EQ(ibv_dealloc_mw(mw1), 0);
+  EXPECT_EQ(ibv_dealloc_mw(mw2), 0);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+}
+
 int to_err(ibv_qp *qp) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_ERR;

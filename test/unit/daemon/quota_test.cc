@@ -238,6 +238,36 @@ TEST(Quota, EveryObjectKindRefusesAtItsQuota) {
     EXPECT_EQ(a->destroy_qp(*q), 0);
 }
 
+// Memory windows count against the MR quota (no quota of their own), with the MRs.
+TEST(Quota, MemoryWindowsCountAsMrs) {
+  Env env(small_quota());  // mrs = 3
+  auto a = open_ctx(env, "quota_mw");
+  ASSERT_TRUE(a);
+  uint32_t pd = 0;
+  ASSERT_EQ(a->alloc_pd(&pd), 0);
+  client::Buffer buf;
+  ASSERT_EQ(client::Buffer::create(4096, &buf), 0);
+  client::Mr m;
+  ASSERT_EQ(a->reg_mr(pd, buf, 0, 4096, 1, &m), 0);
+  uint32_t w1 = 0, w2 = 0, w3 = 0;
+  EXPECT_EQ(a->alloc_mw(pd, 3, &w1), EINVAL);  // types 1 and 2 only
+  EXPECT_EQ(a->alloc_mw(pd + 100, 1, &w1), EINVAL);
+  ASSERT_EQ(a->alloc_mw(pd, 1, &w1), 0);
+  ASSERT_EQ(a->alloc_mw(pd, 2, &w2), 0);
+  EXPECT_NE(w1 >> 8, w2 >> 8);
+  EXPECT_EQ(a->alloc_mw(pd, 2, &w3), ENOMEM);  // 1 MR + 2 windows
+  EXPECT_EQ(Env::stat(*a, "quota.refused.mrs"), 1u);
+  EXPECT_EQ(a->dealloc_pd(pd), EBUSY);
+  EXPECT_EQ(a->dealloc_mw(w1 ^ 0x100), EINVAL);  // another id: not this session's window
+  ASSERT_EQ(a->dealloc_mw(w1 ^ 0x5), 0);         // any tag names it
+  EXPECT_EQ(a->dealloc_mw(w1), EINVAL);
+  ASSERT_EQ(a->alloc_mw(pd, 2, &w3), 0);  // room again
+  ASSERT_EQ(a->dealloc_mw(w2), 0);
+  ASSERT_EQ(a->dealloc_mw(w3), 0);
+  ASSERT_EQ(a->dereg_mr(m), 0);
+  EXPECT_EQ(a->dealloc_pd(pd), 0);
+}
+
 TEST(Quota, PdsAndAhsRefuseAtTheirQuota) {
   daemon::Quota q = small_quota();
   q.pds = 2;

@@ -151,7 +151,9 @@ class NetT {
       h.wr_id = wr.wr_id;
       h.opcode = static_cast<uint8_t>(wr.opcode);
       h.send_flags = wr.send_flags;
-      h.imm_data = wr.opcode == WrOpcode::kSendWithInv ? wr.invalidate_rkey : wr.imm_data_be;
+      const bool inv = wr.opcode == WrOpcode::kSendWithInv || wr.opcode == WrOpcode::kLocalInv ||
+                       wr.opcode == WrOpcode::kBindMw;
+      h.imm_data = inv ? wr.invalidate_rkey : wr.imm_data_be;
       h.remote_addr = wr.remote_addr;
       h.rkey = wr.rkey;
       h.ud_ah = wr.ah;

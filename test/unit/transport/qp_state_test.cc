@@ -161,7 +161,7 @@ TEST_F(QpStateTest, PostingNeedsRtsAndErrorFlushesEverything) {
   SendWr u = make_wr(2, WrOpcode::kSend, b, 0, 8, 0);  // unsignalled: still flushed
   ASSERT_EQ(net.e(0).post_send(q, w), 0);
   ASSERT_EQ(net.e(0).post_send(q, u), 0);
-  w.opcode = WrOpcode::kBindMw;
+  w.opcode = static_cast<WrOpcode>(10);  // TSO: not an engine opcode
   EXPECT_EQ(net.e(0).post_send(q, w), EINVAL);
   w.opcode = WrOpcode::kAtomicFetchAndAdd;  // atomics need one 8-byte SGE
   w.sg_list[0].length = 4;

@@ -11,6 +11,9 @@
 //     refused and counted per worker, touching nothing; a doorbell ring whose producer index
 //     the app broke gets that context IBV_EVENT_DEVICE_FATAL once (twice broken: still once);
 //     the other session's QPs keep working and get no event.
+//   SleepingWorkerWokenByItsOwnRing: worker 1 sleeps when idle (IdleGate, threshold 0, a 60 s
+//     cap) and main is paused: each post to a QP of worker 1 wakes worker 1 through that
+//     ring's eventfd (its Sleeper counts doorbell wake-ups), and the SENDs / WRITEs complete.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -26,6 +29,7 @@
 #include "ctl/server.h"
 #include "daemon/daemon.h"
 #include "daemon/lcore.h"
+#include "daemon/sleeper.h"
 #include "transport/engine.h"
 #include "transport/verbs_types.h"
 
@@ -115,8 +119,31 @@ struct Env {
   std::atomic<bool> main_paused{false};
   std::thread main_thr, worker_thr;
   std::string path;
+  // Sleeping worker 1 (sleepy): its Sleeper and idle policy; main's Sleeper only watches.
+  daemon::Sleeper sleeper[2];
+  bool sleepy;
 
-  Env() {
+  // What IdleGate asks of worker 1's loop (daemon/sleeper.h).
+  struct WorkerLoop {
+    Env *e;
+    unsigned pass() {
+      uint32_t work = e->dmn->serve_commands(1);
+      work += e->dmn->bridge_in(1);
+      work += e->eng[1]->poll();
+      work += e->port[1].pump(*e->eng[1]);
+      work += e->dmn->bridge_out(1);
+      return work;
+    }
+    void arm(bool on) { e->dmn->arm_doorbells(1, on); }
+    unsigned recheck() { return pass(); }
+    uint64_t now() const { return e->clock.now_ns(); }
+    uint64_t deadline(bool *nap) {
+      *nap = e->eng[1]->active_qps() != 0 || e->port[1].count != 0 || e->dmn->pending(1);
+      return e->eng[1]->next_timer_ns();
+    }
+  };
+
+  explicit Env(bool sleepy_worker = false) : sleepy(sleepy_worker) {
     for (unsigned w = 0; w < 2; ++w) {
       EngineConfig c;
       c.max_qp = 64;
@@ -131,6 +158,7 @@ struct Env {
     EXPECT_TRUE(srv) << path;
     server = std::move(srv.value());
     daemon::Daemon::register_types(server->types());
+    if (sleepy) dmn->set_sleepers({&sleeper[0], &sleeper[1]});
     // Main (worker 0): the control socket, its doorbell rings, its engine. Paused: nothing.
     main_thr = std::thread([this] {
       while (!stop.load(std::memory_order_acquire)) {
@@ -149,6 +177,17 @@ struct Env {
     });
     // Worker 1: main's commands, its doorbell rings, its engine, its loop port.
     worker_thr = std::thread([this] {
+      if (sleepy) {
+        daemon::IdleParams ip;
+        ip.threshold_ns = 0;
+        ip.nap_min_ns = 20'000;
+        ip.max_sleep_ns = 60'000'000'000;  // far beyond every bounded wait of the tests
+        daemon::IdleGate gate(&sleeper[1], ip);
+        WorkerLoop l{this};
+        while (!stop.load(std::memory_order_acquire))
+          gate.after_pass(l.pass(), l.now(), l);
+        return;
+      }
       while (!stop.load(std::memory_order_acquire)) {
         uint32_t work = dmn->serve_commands(1);
         work += dmn->bridge_in(1);
@@ -165,6 +204,7 @@ struct Env {
     EXPECT_TRUE(pause());
     dmn->close_all();
     stop = true;
+    sleeper[1].signal();
     main_thr.join();
     worker_thr.join();
     server.reset();
@@ -355,6 +395,32 @@ TEST(Doorbell, WorkerQpRunsWithMainPaused) {
   EXPECT_EQ(s.stat("worker.0.doorbells"), 0u) << "main read a doorbell of worker 1's QPs";
   EXPECT_GE(s.stat("worker.1.doorbells"), 2u);
   EXPECT_EQ(s.stat("bridge.bad_doorbells"), 0u);
+  p.destroy(s);
+}
+
+TEST(Doorbell, SleepingWorkerWokenByItsOwnRing) {
+  Env env(true);
+  Session s;
+  ASSERT_NO_FATAL_FAILURE(s.open(env, "doorbell-sleep"));
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(p.make(s));
+  ASSERT_TRUE(env.pause());
+  const daemon::IdleCounters &c = env.sleeper[1].counters();
+  const auto doorbell = static_cast<unsigned>(daemon::WakeSource::kDoorbell);
+  // (The counters are worker 1's; read here as a hint only: a stale value costs a wait.)
+  uint64_t seen = 0;
+  for (uint64_t id = 1; id <= 3; ++id) {
+    // Worker 1 has gone to sleep again since the last exchange (or is about to).
+    const auto end = std::chrono::steady_clock::now() + kWait;
+    while (c.sleeps == seen && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(2ms);
+    seen = c.sleeps;
+    p.exchange(s, id);
+  }
+  EXPECT_GE(c.wakeups[doorbell], 1u) << "worker 1 was never woken by its doorbell ring";
+  env.resume();
+  EXPECT_EQ(s.stat("worker.0.doorbells"), 0u);
   p.destroy(s);
 }
 

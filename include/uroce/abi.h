@@ -21,7 +21,7 @@ namespace uroce::abi {
 
 // Major ABI version: an app and a daemon talk only if this matches exactly (the control
 // handshake checks it before any region is mapped).
-inline constexpr uint32_t kAbiVersion = 1;
+inline constexpr uint32_t kAbiVersion = 2;  // 2: one doorbell ring per (context, worker)
 
 inline constexpr size_t kCacheLine = 64;
 
@@ -95,7 +95,7 @@ enum class RingKind : uint32_t {
   kSendQueue = 1,   // app -> lcore, SendWqe slots
   kRecvQueue = 2,   // app -> lcore, RecvWqe slots
   kCompletion = 3,  // lcore -> app, Cqe slots
-  kDoorbell = 4,    // app -> lcore, Doorbell slots (one ring per (context, lcore))
+  kDoorbell = 4,    // app -> lcore, Doorbell slots (one ring per (context, worker); id: worker)
   kSharedRecvQueue = 5,
 };
 
@@ -269,6 +269,23 @@ struct Doorbell {
 };
 static_assert(sizeof(Doorbell) == 8 && offsetof(Doorbell, qpn) == 0 &&
               offsetof(Doorbell, kind) == 4);
+
+// A context has one doorbell ring per worker lcore of the daemon (ctl::OpenContextReply::
+// doorbell_rings, at most kMaxDoorbellRings), each read by that worker only. A QP's doorbells go
+// to the ring of the worker that owns it, which bits 16..23 of its QPN name; an SRQ's (qpn =
+// kSrqDoorbellBit | handle) to ring 0. A doorbell in any other ring is refused and counted.
+inline constexpr uint32_t kMaxDoorbellRings = 64;
+inline constexpr uint32_t kQpnOwnerShift = 16;
+inline constexpr uint32_t kSrqDoorbellBit = 0x80000000u;
+// The ring of a doorbell naming `qpn`, for a context with `rings` rings (QPNs naming no
+// worker: ring 0, whose reader refuses them like any unknown QPN).
+constexpr uint32_t doorbell_ring(uint32_t qpn, uint32_t rings) noexcept {
+  if (qpn & kSrqDoorbellBit) return 0;
+  const uint32_t w = (qpn & 0xffffffu) >> kQpnOwnerShift;
+  return w < rings ? w : 0;
+}
+static_assert(doorbell_ring(0x10011, 2) == 1 && doorbell_ring(0x11, 2) == 0 &&
+              doorbell_ring(0x20011, 2) == 0 && doorbell_ring(kSrqDoorbellBit | 0x10001, 2) == 0);
 
 // ---------------------------------------------------------------------------------------------
 // Context region: one memfd per (app context), created by uroced, passed to the shim over the

@@ -17,8 +17,8 @@
 namespace uroce::ctl {
 
 enum VerbsType : uint16_t {
-  kOpenContext = kFirstVerbsType,  // empty -> OpenContextReply + fds: doorbell ring, async eventfd,
-                                   // doorbell eventfd
+  kOpenContext = kFirstVerbsType,  // empty -> OpenContextReply + fds: doorbell rings (one memfd),
+                                   // async eventfd, doorbell eventfd of ring 0
   kQueryDevice,                    // empty -> DeviceAttrPayload
   kQueryPort,                      // PortNumPayload -> PortAttrPayload
   kQueryGid,                       // QueryGidPayload -> GidPayload
@@ -29,6 +29,7 @@ enum VerbsType : uint16_t {
   kCreateCq,                       // CreateCqPayload -> CreateCqReply + fds: ring memfd, eventfd
   kDestroyCq,                      // HandlePayload -> empty
   kCreateQp,                       // CreateQpPayload -> CreateQpReply + fds: SQ, RQ ring memfds
+                                   // (no RQ with an SRQ), its doorbell ring's eventfd
   kModifyQp,                       // ModifyQpPayload -> empty
   kQueryQp,                        // HandlePayload (qpn) -> QueryQpReply
   kDestroyQp,                      // HandlePayload (qpn) -> empty
@@ -62,13 +63,18 @@ struct RingGeometry {
 static_assert(sizeof(RingGeometry) == 16 && offsetof(RingGeometry, slot_size) == 8 &&
               offsetof(RingGeometry, slot_count) == 12);
 
+// The doorbell rings (app -> worker w, abi::Doorbell slots; abi::doorbell_ring says which): one
+// memfd of doorbell_rings * doorbell.bytes bytes, ring w at offset w * doorbell.bytes, each
+// with the geometry `doorbell`. Ring w's eventfd (written when the ring says w is asleep) is the
+// third fd here for ring 0, and the last fd of every kCreateQp reply for the QP's ring.
 struct OpenContextReply {
-  RingGeometry doorbell;  // app -> daemon, abi::Doorbell slots
+  RingGeometry doorbell;
   uint32_t max_qp_per_session;
-  uint32_t reserved;
+  uint32_t doorbell_rings;  // 1 .. abi::kMaxDoorbellRings: the daemon's worker lcores
 };
 static_assert(sizeof(OpenContextReply) == 24 &&
-              offsetof(OpenContextReply, max_qp_per_session) == 16);
+              offsetof(OpenContextReply, max_qp_per_session) == 16 &&
+              offsetof(OpenContextReply, doorbell_rings) == 20);
 
 // ibv_device_attr, the fields uroce fills (the rest are 0 in ibv_query_device).
 struct DeviceAttrPayload {
@@ -387,7 +393,7 @@ inline constexpr VerbsSpec kVerbsSpecs[] = {
     {kDeregMr, sizeof(HandlePayload), 0, 0, 0, 0},
     {kCreateCq, sizeof(CreateCqPayload), 0, 0, sizeof(CreateCqReply), 2},
     {kDestroyCq, sizeof(HandlePayload), 0, 0, 0, 0},
-    {kCreateQp, sizeof(CreateQpPayload), 0, 0, sizeof(CreateQpReply), 2},
+    {kCreateQp, sizeof(CreateQpPayload), 0, 0, sizeof(CreateQpReply), 3},
     {kModifyQp, sizeof(ModifyQpPayload), 0, 0, 0, 0},
     {kQueryQp, sizeof(HandlePayload), 0, 0, sizeof(QueryQpReply), 0},
     {kDestroyQp, sizeof(HandlePayload), 0, 0, 0, 0},

@@ -70,19 +70,31 @@ int Context::open(const char *path, const char *name, std::unique_ptr<Context> *
   int rc = c->call(ctl::kOpenContext, nullptr, 0, nullptr, 0, &m);
   if (rc) return rc;
   ctl::OpenContextReply rep{};
-  if (!m.payload_as(&rep) || m.nfds < 2 || m.nfds > 3 ||
-      rep.doorbell.slot_size != sizeof(abi::Doorbell))
+  const ctl::RingGeometry &g = rep.doorbell;
+  if (!m.payload_as(&rep) || m.nfds != 3 || g.slot_size != sizeof(abi::Doorbell) ||
+      rep.doorbell_rings == 0 || rep.doorbell_rings > abi::kMaxDoorbellRings ||
+      g.bytes % abi::kCacheLine != 0 || g.bytes < abi::ring_bytes(g.slot_size, g.slot_count) ||
+      g.bytes > (uint64_t{1} << 28))
     return EPROTO;
-  rc = map_ring(std::move(m.fds[0]), rep.doorbell, &c->db_map_, &c->db_);
-  if (rc) return rc;
+  // The doorbell rings: one memfd, ring w at w * g.bytes (uroce/ctl_verbs.h).
+  c->db_.reset(new (std::nothrow) DbRing[rep.doorbell_rings]);
+  if (!c->db_) return ENOMEM;
+  auto dm = shm::Memfd::adopt(std::move(m.fds[0]), g.bytes * rep.doorbell_rings);
+  if (!dm) return dm.error();
+  auto dmap = shm::Mapping::map(dm->fd(), g.bytes * rep.doorbell_rings);
+  if (!dmap) return dmap.error();
+  for (uint32_t w = 0; w < rep.doorbell_rings; ++w)
+    if (c->db_[w].ring.attach(static_cast<uint8_t *>(dmap->addr()) + w * g.bytes, g.bytes,
+                              g.slot_size, g.slot_count) != shm::RingError::kOk)
+      return EPROTO;
+  c->db_map_ = std::move(dmap.value());
+  c->db_rings_ = rep.doorbell_rings;
   auto ev = shm::EventFd::adopt(std::move(m.fds[1]));
   if (!ev) return ev.error();
   c->async_ev_ = std::move(ev.value());
-  if (m.nfds == 3) {  // the doorbell eventfd (a daemon whose lcores sleep when idle)
-    auto dbe = shm::EventFd::adopt(std::move(m.fds[2]));
-    if (!dbe) return dbe.error();
-    c->db_ev_ = std::move(dbe.value());
-  }
+  auto dbe = shm::EventFd::adopt(std::move(m.fds[2]));
+  if (!dbe) return dbe.error();
+  c->db_[0].ev = std::move(dbe.value());
   *out = std::move(c);
   return 0;
 }
@@ -260,12 +272,22 @@ int Context::create_qp(const ctl::CreateQpPayload &attr, std::unique_ptr<Qp> *ou
   if (!qp) return ENOMEM;
   ctl::CreateQpReply r{};
   const bool has_rq = attr.srq == 0;
-  if (!m.payload_as(&r) || m.nfds != (has_rq ? 2u : 1u) || r.sq.slot_size < 128 ||
-      r.sq.slot_size > 1024 || (has_rq && (r.rq.slot_size < 64 || r.rq.slot_size > 512))) {
+  const uint32_t nring = has_rq ? 2u : 1u;  // the fds: SQ, RQ, then the doorbell ring's eventfd
+  if (!m.payload_as(&r) || m.nfds != nring + 1 || r.sq.slot_size < 128 || r.sq.slot_size > 1024 ||
+      (has_rq && (r.rq.slot_size < 64 || r.rq.slot_size > 512))) {
     rc = EPROTO;
   } else {
     rc = map_ring(std::move(m.fds[0]), r.sq, &qp->sq_map, &qp->sq);
     if (rc == 0 && has_rq) rc = map_ring(std::move(m.fds[1]), r.rq, &qp->rq_map, &qp->rq);
+    // The eventfd of the worker owning the QP, kept the first time (the same file each time).
+    DbRing &d = db_[abi::doorbell_ring(r.qpn, db_rings_)];
+    if (rc == 0 && !d.ev.valid()) {
+      auto ev = shm::EventFd::adopt(std::move(m.fds[nring]));
+      if (ev)
+        d.ev = std::move(ev.value());
+      else
+        rc = ev.error();
+    }
   }
   if (rc) {
     const ctl::HandlePayload h{r.qpn, 0};
@@ -414,10 +436,10 @@ int Context::stats(std::vector<ctl::StatEntry> *out) noexcept {
 void Context::ring_doorbell(uint32_t qpn, uint32_t kind) noexcept {
   // Cannot be full: each ring's token allows one outstanding doorbell, and the doorbell ring
   // holds two per QP / SRQ the daemon allows.
-  const abi::Doorbell d{qpn, kind};
-  (void)db_.try_push(d);
+  DbRing &r = db_[abi::doorbell_ring(qpn, db_rings_)];
+  (void)r.ring.try_push(abi::Doorbell{qpn, kind});
   // The ring's consumer lcore declared itself asleep: wake it (doc/ipc.md, Sleeping consumers).
-  if (db_.wake_consumer() && db_ev_.valid()) db_ev_.signal();
+  if (r.ring.wake_consumer() && r.ev.valid()) r.ev.signal();
 }
 
 namespace {
@@ -539,7 +561,7 @@ int Context::post_srq_recv(Srq &srq, const RecvWr &wr) noexcept {
   std::memcpy(slot, &h, sizeof h);
   if (wr.num_sge) std::memcpy(slot + sizeof h, wr.sg_list, wr.num_sge * sizeof(abi::Sge));
   srq.ring.commit(1);
-  if (srq.ring.claim_notify()) ring_doorbell(0x80000000u | srq.handle, abi::kDoorbellRq);
+  if (srq.ring.claim_notify()) ring_doorbell(abi::kSrqDoorbellBit | srq.handle, abi::kDoorbellRq);
   return 0;
 }
 

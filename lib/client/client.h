@@ -9,10 +9,13 @@
 //   wait_cq_event sleeps on the CQ's eventfd.
 // Errors: 0 or a positive errno, as verbs.
 //
+// Doorbells go straight to the daemon worker that owns the QP: a context has one doorbell ring
+// per worker (the QPN names it: abi::doorbell_ring), each with its own eventfd to wake that
+// worker if it sleeps (ring 0's from kOpenContext, the others' with the first QP on them).
 // Threading: a Context and its objects are NOT thread-safe: every post on any QP of a context
-// may push to the context's single doorbell ring (single producer). The verbs shim writes the
-// rings itself, under a lock per queue, and serialises only the doorbell pushes per context;
-// tests use one thread per Context.
+// may push to one of the context's doorbell rings (single producer each). The verbs shim writes
+// the rings itself, under a lock per queue, and serialises only the doorbell pushes per
+// context; tests use one thread per Context.
 // Lifetime: objects (Cq, Qp, Srq) must be destroyed before their Context; a Context that is
 // closed (or whose process dies) has all of its resources freed by the daemon.
 #pragma once
@@ -171,13 +174,18 @@ class Context {
   // rings the doorbell, without validation, so tests can show what the daemon does with a
   // corrupt WQE. Never used by the verbs shim.
   int post_send_raw(Qp &qp, const void *slot) noexcept;
-  // Test hook: the session's doorbell ring (app -> daemon), so tests can push doorbells naming
-  // any QPN and kind, or rewrite its producer index. Never used by the verbs shim.
-  shm::RingProducer &doorbell_ring_for_test() noexcept { return db_; }
-  // Pushes Doorbell{qpn, kind} (abi::kDoorbellSq / kDoorbellRq; an SRQ's qpn is 0x80000000 |
-  // its handle) to the context's doorbell ring. For callers that write WQEs into the rings
-  // themselves (the verbs shim): call it only when RingProducer::claim_notify() returned true
-  // after the commit, and serialise the calls (the doorbell ring has a single producer).
+  // Test hook: the session's doorbell ring of worker `ring` (app -> daemon; ring 0 if there is
+  // no such ring), so tests can push doorbells naming any QPN and kind, or rewrite its producer
+  // index. Never used by the verbs shim.
+  shm::RingProducer &doorbell_ring_for_test(uint32_t ring = 0) noexcept {
+    return db_[ring < db_rings_ ? ring : 0].ring;
+  }
+  uint32_t doorbell_rings() const noexcept { return db_rings_; }
+  // Pushes Doorbell{qpn, kind} (abi::kDoorbellSq / kDoorbellRq; an SRQ's qpn is
+  // abi::kSrqDoorbellBit | its handle) to the context's doorbell ring abi::doorbell_ring(qpn).
+  // For callers that write WQEs into the rings themselves (the verbs shim): call it only when
+  // RingProducer::claim_notify() returned true after the commit, and serialise the calls (each
+  // doorbell ring has a single producer).
   void ring_doorbell(uint32_t qpn, uint32_t kind) noexcept;
   // Up to n completions; returns how many.
   int poll_cq(Cq &cq, abi::Cqe *out, int n) noexcept;
@@ -194,9 +202,15 @@ class Context {
 
   ctl::Client ctl_;
   std::unique_ptr<ctl::Message> msg_ = std::make_unique<ctl::Message>();
+  // One doorbell ring per daemon worker, all in db_map_; ev: the worker's eventfd for this
+  // context (set once, by the first create_qp on that worker, or kOpenContext for ring 0).
+  struct DbRing {
+    shm::RingProducer ring;
+    shm::EventFd ev;
+  };
   shm::Mapping db_map_;
-  shm::RingProducer db_;
-  shm::EventFd db_ev_;  // the daemon's doorbell eventfd (absent from older daemons)
+  std::unique_ptr<DbRing[]> db_;
+  uint32_t db_rings_ = 0;
   shm::EventFd async_ev_;
   int timeout_ms_ = kDefaultTimeoutMs;
 };

@@ -6,9 +6,18 @@ namespace uroce::daemon {
 
 // Main: an engine async event goes to the session owning the object it names
 // (ibv_get_async_event).
-void Daemon::route_event(uint32_t type, uint32_t h) noexcept {
+void Daemon::route_event(uint32_t type, uint32_t h, uint64_t session) noexcept {
   Session *owner = nullptr;
   switch (static_cast<transport::AsyncEvent>(type)) {
+    case transport::AsyncEvent::kDeviceFatal: {  // a broken doorbell ring: once per session
+      auto it = sessions_.find(session);
+      if (it != sessions_.end()) {
+        if (it->second->db_broken) return;
+        it->second->db_broken = true;
+        owner = it->second.get();
+      }
+      break;
+    }
     case transport::AsyncEvent::kCqErr:
       if (h < cq_by_handle_.size() && cq_by_handle_[h]) owner = cq_by_handle_[h]->owner;
       break;
@@ -28,10 +37,10 @@ void Daemon::route_event(uint32_t type, uint32_t h) noexcept {
 }
 
 // Worker W: an event for main (direct on worker 0, else through W's event ring).
-void Daemon::emit_async(Worker &W, uint32_t type, uint32_t handle) noexcept {
+void Daemon::emit_async(Worker &W, uint32_t type, uint32_t handle, uint64_t session) noexcept {
   if (W.id == 0) {
-    route_event(type, handle);
-  } else if (!W.ev_out->push(AsyncItem{type, handle})) {
+    route_event(type, handle, session);
+  } else if (!W.ev_out->push(AsyncItem{type, handle, session})) {
     ++W.ctr.async_lost;
   } else if (!sleepers_.empty()) {
     sleepers_[0]->ring();  // main routes it
@@ -44,7 +53,7 @@ void Daemon::forward_events() noexcept {
     size_t n;
     while ((n = w_[w]->ev_out->pop_burst(it, 32)) != 0)
       for (size_t i = 0; i < n; ++i)
-        route_event(it[i].type, it[i].handle);
+        route_event(it[i].type, it[i].handle, it[i].session);
   }
 }
 

@@ -17,11 +17,6 @@ Daemon::Daemon(std::vector<DaemonEngine *> engines, PortView &port, DaemonOption
   for (DaemonEngine *e : engines)
     if (&e->tables() != tab_)
       throw std::invalid_argument("uroce daemon: the workers' engines must share ObjectTables");
-  // Each QP has at most one forwarded doorbell per kind in flight: the forward ring cannot
-  // fill (pow2 >= 2 * max_qp).
-  uint32_t fwd = 2;
-  while (fwd < 2 * cfg0_.max_qp)
-    fwd <<= 1;
   for (size_t i = 0; i < engines.size(); ++i) {
     auto W = std::make_unique<Worker>();
     W->id = static_cast<unsigned>(i);
@@ -31,7 +26,6 @@ Daemon::Daemon(std::vector<DaemonEngine *> engines, PortView &port, DaemonOption
     W->srq_by_eh.assign(engines[i]->config().max_srq + 1, nullptr);
     W->cq_by_eh.assign(engines[i]->config().max_cq + 1, nullptr);
     if (i != 0) {
-      W->db_in = std::make_unique<LocalRing<abi::Doorbell>>(fwd);
       W->ev_out = std::make_unique<LocalRing<AsyncItem>>(1024);
       W->cmd = std::make_unique<CmdChannel>();
     }

@@ -5,12 +5,13 @@
 // PDs, MRs, CQs, QPs, SRQs and AHs (each checked to belong to the session on every request),
 // all torn down when the app disconnects or dies. The engines work on the apps' shared-memory
 // rings in place (transport::RingQueues: the requester copies WQEs from the SQ ring, the
-// completer writes CQEs into the CQ ring); what is left of the bridge routes doorbells to the
-// owner engine, moves CQEs of a CQ shared across workers to its owner, and async events to
-// the session.
+// completer writes CQEs into the CQ ring); what is left of the bridge hands each worker's
+// doorbells to its engine, moves CQEs of a CQ shared across workers to its owner, and async events
+// to the session.
 //
 // Threads (doc/uroced.md, "Threading"): one engine per worker lcore; worker 0 is the main lcore,
-// which also runs the control path and reads the apps' doorbell rings. A worker's objects are
+// which also runs the control path. Each session has one doorbell ring per worker, read by
+// that worker only (doc/ipc.md, "Doorbells"). A worker's objects are
 // changed only on that worker (run_on). PDs, MRs and AHs are in one table all the engines
 // share (transport/tables.h), written by the control thread; an MR or AH is freed after a
 // grace period (grace.h). The data path never throws, allocates, locks or prints;
@@ -91,10 +92,9 @@ struct BridgeCounters {
   uint64_t cqes_forwarded = 0;  // moved from a worker's forward ring into the CQ owner's ring
   uint64_t cq_events = 0;       // eventfd writes
   uint64_t sessions_opened = 0, sessions_closed = 0;
-  uint64_t async_events = 0;         // engine events queued to their session
-  uint64_t async_unrouted = 0;       // events whose object no longer exists
-  uint64_t async_lost = 0;           // a session's event queue was full
-  uint64_t doorbells_forwarded = 0;  // doorbells main passed to another worker
+  uint64_t async_events = 0;    // engine events queued to their session
+  uint64_t async_unrouted = 0;  // events whose object no longer exists
+  uint64_t async_lost = 0;      // a session's event queue was full
 };
 
 class Daemon : public ctl::Handler {
@@ -122,8 +122,8 @@ class Daemon : public ctl::Handler {
 
   // ---- data path: called by worker w's thread only (w == 0: the main lcore) ----
   // Doorbells -> the engine (sq_doorbell / rq_doorbell: the requester copies the WQEs from the
-  // ring itself). Returns the number of doorbells handled (worker 0: read from the sessions'
-  // rings, the others: forwarded by main).
+  // ring itself): worker w reads its own doorbell ring of every session, and nothing else.
+  // Returns the number of doorbells popped.
   uint32_t bridge_in(unsigned w = 0) noexcept;
   // CQEs of other workers' QPs -> the app's CQ rings this worker owns (+ eventfd); engine async
   // events -> their session's queue (+ the session's async eventfd). Returns the work done.
@@ -156,15 +156,15 @@ class Daemon : public ctl::Handler {
 
   // ---- sleeping lcores (doc/uroced.md, Sleeping when idle) ----
   // sleepers[w]: worker w's Sleeper, which the daemon rings after pushing to w's rings
-  // (forwarded doorbells, commands; main's for async events) and in which main's watches every
-  // session's doorbell eventfd. Set before the first session; empty: no lcore sleeps.
+  // (commands; main's for async events) and which watches the eventfd of every session's
+  // doorbell ring of w. Set before the first session; empty: no lcore sleeps.
   void set_sleepers(std::vector<Sleeper *> s) { sleepers_ = std::move(s); }
   // Worker w: whether its bridge or engine has work it will do without a new event (active
   // QPs / SRQs, CQs waiting for room in the app's ring, engine QPs that can send).
   bool pending(unsigned w) const noexcept;
-  // Main: sets / clears the asleep flag of every session's doorbell ring (the app writes the
-  // session's doorbell eventfd after a push that finds it set).
-  void arm_doorbells(bool asleep) noexcept;
+  // Worker w: sets / clears the asleep flag of its doorbell ring of every session (the app
+  // writes that ring's eventfd after a push that finds it set).
+  void arm_doorbells(unsigned w, bool asleep) noexcept;
 
   struct Session;
   struct Cq;
@@ -221,7 +221,6 @@ class Daemon : public ctl::Handler {
   void destroy_srq_obj(Srq &q);
   void destroy_cq_obj(Cq &c);
   void destroy_session(Session &s);
-  void rebuild_lists();
   // ---- verbs_cq_srq.cc: binding a CQ / SRQ to the worker of a QP that uses it ----
   // The engine handle of CQ c on worker w: binds c to w if unbound, or makes w's forward
   // ring. 0 when an engine table is full.
@@ -237,7 +236,7 @@ class Daemon : public ctl::Handler {
 
   // ---- data path (worker W's thread) ----
   // bridge_doorbell.cc
-  void main_doorbells() noexcept;  // main: the sessions' doorbell rings
+  uint32_t doorbells(Worker &W, Session &s) noexcept;  // s's doorbell ring of worker W
   void ring(Worker &W, uint32_t qpn, uint32_t kind) noexcept;
   // bridge_cq.cc
   static void cq_event(void *cq) noexcept;  // the engine fired the app's arm: eventfd
@@ -245,9 +244,10 @@ class Daemon : public ctl::Handler {
   static void fwd_event(void *lane) noexcept;
   void cq_error(Worker &W, Cq &c) noexcept;  // IBV_EVENT_CQ_ERR, once
   // bridge_events.cc
-  void emit_async(Worker &W, uint32_t type, uint32_t handle) noexcept;
-  void forward_events() noexcept;                             // main: the workers' events
-  void route_event(uint32_t type, uint32_t handle) noexcept;  // main
+  // session: DEVICE_FATAL's session id (the other events name their object by handle).
+  void emit_async(Worker &W, uint32_t type, uint32_t handle, uint64_t session = 0) noexcept;
+  void forward_events() noexcept;  // main: the workers' events
+  void route_event(uint32_t type, uint32_t handle, uint64_t session) noexcept;  // main
   void queue_async(Session *owner, uint32_t type, uint32_t handle) noexcept;
 
   PortView &port_;
@@ -263,7 +263,6 @@ class Daemon : public ctl::Handler {
   std::vector<uint32_t> load_;              // QPs per worker
   std::vector<Srq *> srq_by_handle_;        // by the app's handle (1..max_srq)
   std::vector<Cq *> cq_by_handle_;          // by the app's handle (1..max_cq)
-  std::vector<Session *> live_sessions_;    // rebuilt on connect / disconnect
   std::vector<Sleeper *> sleepers_;
   std::function<void()> wait_hook_;
   StatsHook stats_hook_;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // What uroced's worker lcores share (doc/uroced.md, "Threading"): the QPN <-> owner mapping,
 // QP placement, the single-producer / single-consumer rings between lcores (frame hand-off,
-// doorbell forwarding, async events) and the command channel that runs control operations on
+// async events) and the command channel that runs control operations on
 // the lcore that owns the object.
 //
 // Every inter-lcore ring is an include/uroce/ring.h ring in private memory with exactly one
@@ -30,8 +30,9 @@ namespace uroce::daemon {
 // Worker w's engine numbers its QPs from (w << 16) | base: bits 16..23 of a QPN name the
 // worker that owns the QP for its whole life, so any lcore can tell where a frame or a
 // doorbell belongs from the QPN alone. Worker 0 keeps the single-lcore numbering (base 0x11).
-inline constexpr uint32_t kQpnOwnerShift = 16;
-inline constexpr uint32_t kMaxWorkers = 64;
+// (The same bits name the QP's doorbell ring: abi::doorbell_ring.)
+inline constexpr uint32_t kQpnOwnerShift = abi::kQpnOwnerShift;
+inline constexpr uint32_t kMaxWorkers = abi::kMaxDoorbellRings;
 inline constexpr uint32_t kMaxQpPerWorker = (1u << kQpnOwnerShift) - 0x11;
 
 constexpr uint32_t worker_qpn_base(uint32_t worker, uint32_t base) noexcept {
@@ -43,6 +44,7 @@ constexpr uint32_t qpn_owner(uint32_t qpn, uint32_t nworkers) noexcept {
   const uint32_t w = (qpn & 0xffffffu) >> kQpnOwnerShift;
   return w < nworkers ? w : 0;
 }
+static_assert(qpn_owner(0x10011, 2) == abi::doorbell_ring(0x10011, 2));
 
 // The BTH destination QP of an Ethernet frame the port classified as RoCE v2 (IPv4 without
 // options or IPv6, optional 802.1Q tag); 0 when the frame is too short to hold a BTH (the

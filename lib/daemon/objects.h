@@ -21,8 +21,8 @@ using transport::WcOpcode;
 using transport::WcStatus;
 using transport::WrOpcode;
 
-inline constexpr uint32_t kSrqDoorbellBit = 0x80000000u;  // Doorbell.qpn of an SRQ: bit | handle
-inline constexpr uint32_t kCqBurst = 32;                  // CQEs moved from a forward ring per pass
+inline constexpr uint32_t kSrqDoorbellBit = abi::kSrqDoorbellBit;  // Doorbell.qpn of an SRQ
+inline constexpr uint32_t kCqBurst = 32;  // CQEs moved from a forward ring per pass
 inline constexpr uint32_t kMaxSrqPerSession = 64;
 
 inline uint32_t pow2_at_least(uint32_t v) noexcept {
@@ -90,19 +90,27 @@ struct Daemon::Qp {
   Cq *scq = nullptr, *rcq = nullptr;
   Srq *srq = nullptr;
   uint32_t pd = 0;
-  std::atomic<uint8_t> db_pending{0};  // bit 1 SQ, bit 2 RQ: a forwarded doorbell in flight
+};
+
+// A session's doorbell ring of one worker (doc/ipc.md, "Doorbells"): the app pushes the
+// doorbells of that worker's QPs, the worker alone reads them. `ring` and `broken` belong to
+// the worker's thread once the session is on its list (Worker::db_sessions, through run_on);
+// `ev` and `watched` to the control thread.
+struct DbLane {
+  shm::RingConsumer ring;
+  bool broken = false;   // worker: its index was impossible; DEVICE_FATAL asked of main
+  shm::EventFd ev;       // written by the app when `ring` says the worker is asleep
+  bool watched = false;  // ev is in the worker's Sleeper
 };
 
 struct Daemon::Session {
   uint64_t id = 0;
   pid_t pid = 0;
   std::string name;
-  RingMem db_mem;
-  shm::RingConsumer db;  // main
+  RingMem db_mem;                // every worker's doorbell ring, ring w at w * db_mem.geo.bytes
+  std::unique_ptr<DbLane[]> db;  // [worker]
   bool has_db = false;
-  shm::EventFd db_ev;       // written by the app when `db` says main is asleep
-  bool db_watched = false;  // db_ev is in main's Sleeper
-  bool db_broken = false;   // its doorbell ring's index was impossible: DEVICE_FATAL sent
+  bool db_broken = false;  // main: a doorbell ring's index was impossible, DEVICE_FATAL sent
   std::set<uint32_t> pds, ahs;
   std::map<uint32_t, uint32_t> pd_qps;   // PD -> QPs using it (EBUSY before the engines)
   std::map<uint32_t, shm::Mapping> mrs;  // lkey -> the daemon's mapping of the app's memfd
@@ -119,10 +127,11 @@ struct Daemon::Session {
   uint64_t quota_refused = 0;  // requests refused over quota, throttles included
 };
 
-// An engine async event on its way from a worker to main.
+// An engine async event on its way from a worker to main; DEVICE_FATAL names its session.
 struct AsyncItem {
   uint32_t type = 0;
   uint32_t handle = 0;
+  uint64_t session = 0;
 };
 
 // A forward ring the owner of a CQ drains into the app's ring (see Daemon::Cq).
@@ -142,9 +151,9 @@ struct Daemon::Worker {
   std::vector<Cq *> cq_by_eh;      // by this engine's CQ handle (async events)
   std::vector<CqForward> forward;  // CQs owned here that QPs of other workers complete into
   BridgeCounters ctr;
-  std::unique_ptr<LocalRing<abi::Doorbell>> db_in;  // main -> worker (id >= 1)
-  std::unique_ptr<LocalRing<AsyncItem>> ev_out;     // worker -> main (id >= 1)
-  std::unique_ptr<CmdChannel> cmd;                  // control thread -> worker (id >= 1)
+  std::vector<Session *> db_sessions;            // whose doorbell ring of this worker it reads
+  std::unique_ptr<LocalRing<AsyncItem>> ev_out;  // worker -> main (id >= 1)
+  std::unique_ptr<CmdChannel> cmd;               // control thread -> worker (id >= 1)
 };
 
 struct Daemon::Reply {

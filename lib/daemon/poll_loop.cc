@@ -303,14 +303,12 @@ unsigned PollLoop<Port>::watch_sources() {
 }
 
 // Before the last pass ahead of a sleep (on) and after it (off): the flags the apps check after
-// publishing a doorbell, and the RX interrupts.
+// publishing a doorbell (this lcore's doorbell rings), and the RX interrupts.
 template <class Port>
 void PollLoop<Port>::arm(bool on) noexcept {
-  if constexpr (kMain) {
-    if (daemon_ != nullptr) daemon_->arm_doorbells(on);
-    for (PortDevice &d : devices_)
-      if (d.daemon != nullptr) d.daemon->arm_doorbells(on);
-  }
+  if (daemon_ != nullptr) daemon_->arm_doorbells(id_, on);
+  for (PortDevice &d : devices_)
+    if (d.daemon != nullptr) d.daemon->arm_doorbells(0, on);
   for (const RxSource &r : rx_sources_)
     if (r.fd >= 0) port::rx_intr_set(r.port_id, r.queue, on);
 }

@@ -13,30 +13,23 @@ void Daemon::on_connect(ctl::Server &, const ctl::ClientInfo &ci) {
   s->name = ci.name;
   sessions_[ci.id] = std::move(s);
   ++mctr_.sessions_opened;
-  rebuild_lists();
 }
 
 void Daemon::on_disconnect(ctl::Server &srv, const ctl::ClientInfo &ci, ctl::CtlError why) {
   if (cm_ != nullptr) cm_->on_disconnect(srv, ci, why);  // its ids and channels (cm_service.h)
   auto it = sessions_.find(ci.id);
   if (it == sessions_.end()) return;
-  // Off the doorbell list first: run_on's wait hook runs main's loop during the teardown.
-  Session *s = it->second.get();
-  std::erase(live_sessions_, s);
-  destroy_session(*s);
+  destroy_session(*it->second);
   sessions_.erase(it);
   ++mctr_.sessions_closed;
-  rebuild_lists();
 }
 
 void Daemon::close_all() {
-  live_sessions_.clear();
   for (auto &kv : sessions_) {
     destroy_session(*kv.second);
     ++mctr_.sessions_closed;
   }
   sessions_.clear();
-  rebuild_lists();
 }
 
 std::vector<uint64_t> Daemon::session_ids() const {
@@ -46,49 +39,75 @@ std::vector<uint64_t> Daemon::session_ids() const {
   return v;
 }
 
-void Daemon::rebuild_lists() {
-  live_sessions_.clear();
-  for (auto &kv : sessions_)
-    live_sessions_.push_back(kv.second.get());
+// One memfd holding ring w (of `slots` doorbells) at offset w * geo.bytes for every worker w.
+static int make_doorbell_rings(uint32_t rings, uint32_t slots, RingMem *out) {
+  const uint64_t bytes = shm::round_up_page(abi::ring_bytes(sizeof(abi::Doorbell), slots));
+  auto r = shm::SharedRegion::create("uroce-doorbell", bytes * rings);
+  if (!r) return -r.error();
+  for (uint32_t w = 0; w < rings; ++w)
+    if (shm::ring_init(static_cast<uint8_t *>(r->map.addr()) + w * bytes, bytes,
+                       sizeof(abi::Doorbell), slots, abi::RingKind::kDoorbell,
+                       w) != shm::RingError::kOk)
+      return -EINVAL;
+  out->mem = std::move(r.value());
+  out->geo.bytes = bytes;
+  out->geo.slot_size = sizeof(abi::Doorbell);
+  out->geo.slot_count = slots;
+  return 0;
 }
 
 int Daemon::do_open_context(Session &s, ctl::Message &, Reply &r) {
+  const unsigned nw = workers();
   if (!s.has_db) {
+    // Each ring holds two doorbells per QP / SRQ the session may have (one per kind and token).
     const uint32_t slots = pow2_at_least(2 * (opt_.quota.qps + opt_.quota.srqs));
-    const int rc = make_ring("uroce-doorbell", abi::RingKind::kDoorbell, 0, sizeof(abi::Doorbell),
-                             slots, &s.db_mem);
+    int rc = make_doorbell_rings(nw, slots, &s.db_mem);
     if (rc) return rc;
-    if (s.db.attach(s.db_mem.mem.map.addr(), s.db_mem.geo.bytes, sizeof(abi::Doorbell), slots) !=
-        shm::RingError::kOk)
-      return -EINVAL;
+    s.db.reset(new DbLane[nw]);
     auto ev = shm::EventFd::create();
     if (!ev) return -ev.error();
     s.async_ev = std::move(ev.value());
-    auto dbe = shm::EventFd::create();
-    if (!dbe) return -dbe.error();
-    s.db_ev = std::move(dbe.value());
-    // Edge-triggered, never read: each app write is one wake-up (doc/ipc.md, Sleeping
-    // consumers). The ring's consumer is main (worker 0).
-    if (!sleepers_.empty() && sleepers_[0] != nullptr) {
-      const int wrc = sleepers_[0]->watch(s.db_ev.fd(), WakeSource::kDoorbell, true);
-      if (wrc) return wrc;
-      s.db_watched = true;
+    for (unsigned w = 0; w < nw && rc == 0; ++w) {
+      DbLane &L = s.db[w];
+      auto *base = static_cast<uint8_t *>(s.db_mem.mem.map.addr()) + w * s.db_mem.geo.bytes;
+      if (L.ring.attach(base, s.db_mem.geo.bytes, sizeof(abi::Doorbell), slots) !=
+          shm::RingError::kOk) {
+        rc = -EINVAL;
+        break;
+      }
+      auto dbe = shm::EventFd::create();
+      if (!dbe) {
+        rc = -dbe.error();
+        break;
+      }
+      L.ev = std::move(dbe.value());
+      // Edge-triggered, never read: each app write is one wake-up (doc/ipc.md, Sleeping
+      // consumers), of the ring's consumer only: worker w.
+      if (w < sleepers_.size() && sleepers_[w] != nullptr) {
+        rc = sleepers_[w]->watch(L.ev.fd(), WakeSource::kDoorbell, true);
+        L.watched = rc == 0;
+      }
     }
+    if (rc) {
+      for (unsigned w = 0; w < nw; ++w)
+        if (s.db[w].watched) sleepers_[w]->unwatch(s.db[w].ev.fd());
+      s.db.reset();
+      return rc;
+    }
+    // Each worker starts reading its ring (destroy_session takes them off again).
+    for (unsigned w = 0; w < nw; ++w)
+      run_on(w, [&] { w_[w]->db_sessions.push_back(&s); });
     s.has_db = true;
   }
   ctl::OpenContextReply rep{};
   rep.doorbell = s.db_mem.geo;
   rep.max_qp_per_session = opt_.quota.qps;
+  rep.doorbell_rings = nw;
   r.set(rep);
   r.fd(s.db_mem.mem.memfd.fd());
   r.fd(s.async_ev.fd());
-  r.fd(s.db_ev.fd());
+  r.fd(s.db[0].ev.fd());
   return 0;
-}
-
-void Daemon::arm_doorbells(bool asleep) noexcept {
-  for (Session *s : live_sessions_)
-    if (s->has_db) s->db.set_asleep(asleep);
 }
 
 int Daemon::do_get_async_events(Session &s, ctl::Message &, Reply &r) {
@@ -134,9 +153,17 @@ void Daemon::destroy_srq_obj(Srq &q) {
 // Everything the app owned, in dependency order. QPs go to ERR first: their queues are flushed
 // and the engine stops answering for them, so peers see the ordinary RC errors (retry exceeded).
 void Daemon::destroy_session(Session &s) {
-  // The app keeps its copy of the eventfd (the same open file): epoll would keep the entry.
-  if (s.db_watched) sleepers_[0]->unwatch(s.db_ev.fd());
-  s.db_watched = false;
+  if (s.has_db) {
+    // Off every worker's doorbell list first (before its QPs go, and run_on's wait hook runs
+    // main's loop during the teardown).
+    for (unsigned w = 0; w < workers(); ++w) {
+      run_on(w, [&] { std::erase(w_[w]->db_sessions, &s); });
+      // The app keeps its copy of the eventfd (the same open file): epoll would keep the entry.
+      if (s.db[w].watched) sleepers_[w]->unwatch(s.db[w].ev.fd());
+      s.db[w].watched = false;
+    }
+    s.has_db = false;
+  }
   for (auto &kv : s.qps) {
     Qp &q = *kv.second;
     run_on(q.worker, [&] {

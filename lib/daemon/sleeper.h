@@ -23,7 +23,7 @@ namespace uroce::daemon {
 
 enum class WakeSource : uint8_t {
   kTimeout,   // the wait's deadline: a timer, a nap, or the safety cap
-  kBell,      // another thread: hand-off / forwarded doorbell / command / event rings, stop
+  kBell,      // another thread: hand-off / command / event rings, stop
   kDoorbell,  // an app's doorbell eventfd
   kRx,        // a port's RX interrupt
   kControl,   // a control socket (connection, request)

@@ -59,7 +59,6 @@ void Daemon::snapshot_stats() {
   add_stat(v, "bridge.async_events", ctr.async_events);
   add_stat(v, "bridge.async_unrouted", ctr.async_unrouted);
   add_stat(v, "bridge.async_lost", ctr.async_lost);
-  add_stat(v, "bridge.doorbells_forwarded", ctr.doorbells_forwarded);
   for (size_t i = 0; i < kQuotaKinds; ++i)
     add_stat(v, std::string("quota.refused.") + quota_name(static_cast<QuotaKind>(i)),
              quota_refused_[i]);
@@ -68,9 +67,11 @@ void Daemon::snapshot_stats() {
   uint64_t active = 0;
   for (unsigned w = 0; w < w_.size(); ++w) {
     transport::EngineCounters x;
+    BridgeCounters b;
     uint32_t act = 0;
     run_on(w, [&] {
       x = w_[w]->eng->counters();
+      b = w_[w]->ctr;
       act = w_[w]->eng->active_qps();
     });
     e.rx_pkts += x.rx_pkts;
@@ -88,6 +89,9 @@ void Daemon::snapshot_stats() {
       add_stat(v, pre + "qps", load_[w]);
       add_stat(v, pre + "rx_pkts", x.rx_pkts);
       add_stat(v, pre + "tx_pkts", x.tx_pkts);
+      // Doorbells read from its own rings (worker 0 only ever sees its own QPs' and SRQs').
+      add_stat(v, pre + "doorbells", b.doorbells);
+      add_stat(v, pre + "bad_doorbells", b.bad_doorbells);
     }
   }
   add_stat(v, "engine.rx_pkts", e.rx_pkts);

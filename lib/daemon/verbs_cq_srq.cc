@@ -48,7 +48,6 @@ int Daemon::do_create_cq(Session &s, ctl::Message &m, Reply &r) {
   r.fd(c->ev.fd());
   cq_by_handle_[h] = c.get();
   s.cqs[h] = std::move(c);
-  rebuild_lists();
   return 0;
 }
 
@@ -126,7 +125,6 @@ int Daemon::do_destroy_cq(Session &s, ctl::Message &m, Reply &) {
   if (c.qp_refs) return -EBUSY;
   destroy_cq_obj(c);
   s.cqs.erase(it);
-  rebuild_lists();
   return 0;
 }
 

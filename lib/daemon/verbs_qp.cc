@@ -103,6 +103,7 @@ int Daemon::do_create_qp(Session &s, ctl::Message &m, Reply &r) {
   r.set(rep);
   r.fd(q->sq_mem.mem.memfd.fd());
   if (q->has_rq) r.fd(q->rq_mem.mem.memfd.fd());
+  r.fd(s.db[w].ev.fd());  // the eventfd of the QP's doorbell ring (its worker's)
   qp_main_[w][w_[w]->eng->qp_slot(qpn)] = q.get();
   s.qps[qpn] = std::move(q);
   return 0;

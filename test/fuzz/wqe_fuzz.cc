@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Fuzz target: what an app writes into shared memory, as lib/daemon (Daemon::bridge_in ->
-// main_doorbells) and the engine over the app's rings (transport::RingQueues: the requester's
+// doorbells) and the engine over the app's rings (transport::RingQueues: the requester's
 // copy of SQ slots, the responder's take of RQ / SRQ slots, CQEs into the CQ ring) consume it:
 // arbitrary bytes in the WQE slots of a QP's send and receive rings and of an SRQ, arbitrary
 // ring indices the app owns (the SQ / RQ / SRQ producer index, the CQ consumer index, the
@@ -488,7 +488,7 @@ void run_one(const uint8_t *data, size_t size) {
       // A broken SQ / RQ index: QP_FATAL names the fuzzed QP (the engine's pull_sq / take).
       if (ev.event_type == static_cast<uint32_t>(AsyncEvent::kQpFatal))
         FUZZ_CHECK(ev.handle == qp.qpn);
-      // DEVICE_FATAL only for a broken doorbell ring (Daemon::main_doorbells).
+      // DEVICE_FATAL only for a broken doorbell ring (Daemon::doorbells).
       if (ev.event_type == static_cast<uint32_t>(AsyncEvent::kDeviceFatal)) FUZZ_CHECK(tampered[4]);
       if (ev.event_type == static_cast<uint32_t>(AsyncEvent::kSrqErr)) {
         FUZZ_CHECK(ev.handle == srq.handle);

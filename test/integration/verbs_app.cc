@@ -632,8 +632,11 @@ void test_async_errors(Side &A, Side &B) {
       .store(3 * uint64_t{a3->sq.capacity()}, std::memory_order_release);
   bool rung = false;
   for (int i = 0; i < 1000 && !rung; ++i) {
-    rung = A.ctx->doorbell_ring_for_test().try_push(uroce::abi::Doorbell{
-               a3->qpn, uroce::abi::kDoorbellSq}) == uroce::shm::RingError::kOk;
+    // Into the ring of a3's worker (any other ring refuses it: doc/ipc.md, Doorbells).
+    rung =
+        A.ctx->doorbell_ring_for_test(uroce::abi::doorbell_ring(a3->qpn, A.ctx->doorbell_rings()))
+            .try_push(uroce::abi::Doorbell{a3->qpn, uroce::abi::kDoorbellSq}) ==
+        uroce::shm::RingError::kOk;
     if (!rung) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   CHECK(rung, "doorbell for the broken SQ");

@@ -68,6 +68,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/loop_port.h"
 #include "client/client.h"
 #include "ctl/server.h"
 #include "daemon/daemon.h"
@@ -81,8 +82,6 @@ namespace {
 
 using namespace transport;
 
-constexpr uint32_t kTxCap = 9216;
-constexpr size_t kLoopFrames = 64;
 constexpr size_t kMaxRecords = 24;
 constexpr size_t kBufBytes = 64 * 1024;
 constexpr uint32_t kQkey = 0x11111111;
@@ -91,52 +90,21 @@ constexpr uint32_t kSrqBit = 0x80000000u;  // Doorbell.qpn of an SRQ: bit | hand
 // Frames the engine sends: each must parse; a frame for one of the QPNs in `deliver` is queued
 // and handed back to the engine by pump() (the bystander QPs talk to each other through it),
 // the rest are dropped (no peer). Used by the daemon thread only, except `deliver`.
-struct LoopPort {
-  std::unique_ptr<uint8_t[]> buf{new uint8_t[kTxCap]};
-  std::unique_ptr<uint8_t[]> q{new uint8_t[kLoopFrames * kTxCap]};
-  uint32_t len[kLoopFrames] = {};
-  size_t head = 0, count = 0;
+struct LoopPort : test::LoopQueue {
   std::atomic<uint32_t> deliver[3] = {};  // 0: none
 
-  TxBuf tx_alloc() noexcept { return TxBuf{buf.get(), kTxCap, nullptr}; }
   void tx_commit(TxBuf b, uint32_t n) noexcept {
-    FUZZ_CHECK(n <= kTxCap);
+    FUZZ_CHECK(n <= kFrameCap);
     wire::ParsedPacket p;
     FUZZ_CHECK(wire::parse_frame(b.data, n, &p) == wire::ParseError::kOk);
     const uint32_t dqp = p.bth()->dest_qp();
     bool loop = false;
     for (const auto &d : deliver)
       loop |= dqp != 0 && d.load(std::memory_order_relaxed) == dqp;
-    // One slot stays free: pump() hands a slot to the engine, which may send meanwhile.
-    if (!loop || count + 1 >= kLoopFrames) return;
-    const size_t i = (head + count) % kLoopFrames;
-    std::memcpy(q.get() + i * kTxCap, b.data, n);
-    len[i] = n;
-    ++count;
-  }
-  void tx_abort(TxBuf) noexcept {}
-
-  template <class E>
-  uint32_t pump(E &eng) noexcept {
-    uint32_t n = 0;
-    while (count != 0 && n < kLoopFrames) {
-      const size_t i = head;
-      head = (head + 1) % kLoopFrames;
-      --count;
-      eng.rx(q.get() + i * kTxCap, len[i]);
-      ++n;
-    }
-    return n;
+    if (loop) push(b.data, n);
   }
 };
-
-struct SteadyClock {
-  uint64_t now_ns() const noexcept {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::steady_clock::now().time_since_epoch())
-                                     .count());
-  }
-};
+using test::SteadyClock;
 
 const wire::Gid kOwnGid = wire::Gid::from_ipv4(10, 9, 0, 1);
 

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../support/loop_port.h"
 #include "client/client.h"
 #include "ctl/server.h"
 #include "daemon/daemon.h"
@@ -39,49 +40,15 @@ namespace {
 using namespace std::chrono_literals;
 using namespace transport;
 
-constexpr uint32_t kTxCap = 9216;
-constexpr size_t kLoopFrames = 64;
 constexpr size_t kBufBytes = 64 * 1024;
 constexpr uint32_t kRc = 2, kRts = 3;
 constexpr auto kWait = 10s;  // bounded waits: a starved process still completes in time
 
 // Every frame the engine sends is queued and handed back to it by pump() (its own thread).
-struct LoopPort {
-  std::unique_ptr<uint8_t[]> buf{new uint8_t[kTxCap]};
-  std::unique_ptr<uint8_t[]> q{new uint8_t[kLoopFrames * kTxCap]};
-  uint32_t len[kLoopFrames] = {};
-  size_t head = 0, count = 0;
-
-  TxBuf tx_alloc() noexcept { return TxBuf{buf.get(), kTxCap, nullptr}; }
-  void tx_commit(TxBuf b, uint32_t n) noexcept {
-    if (n > kTxCap || count + 1 >= kLoopFrames) return;  // one slot stays free for pump()
-    const size_t i = (head + count) % kLoopFrames;
-    std::memcpy(q.get() + i * kTxCap, b.data, n);
-    len[i] = n;
-    ++count;
-  }
-  void tx_abort(TxBuf) noexcept {}
-  template <class E>
-  uint32_t pump(E &eng) noexcept {
-    uint32_t n = 0;
-    while (count != 0 && n < kLoopFrames) {
-      const size_t i = head;
-      head = (head + 1) % kLoopFrames;
-      --count;
-      eng.rx(q.get() + i * kTxCap, len[i]);
-      ++n;
-    }
-    return n;
-  }
+struct LoopPort : test::LoopQueue {
+  void tx_commit(TxBuf b, uint32_t n) noexcept { push(b.data, n); }
 };
-
-struct SteadyClock {
-  uint64_t now_ns() const noexcept {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::steady_clock::now().time_since_epoch())
-                                     .count());
-  }
-};
+using test::SteadyClock;
 
 const wire::Gid kOwnGid = wire::Gid::from_ipv4(10, 9, 0, 1);
 
@@ -138,7 +105,7 @@ struct Env {
     unsigned recheck() { return pass(); }
     uint64_t now() const { return e->clock.now_ns(); }
     uint64_t deadline(bool *nap) {
-      *nap = e->eng[1]->active_qps() != 0 || e->port[1].count != 0 || e->dmn->pending(1);
+      *nap = e->eng[1]->active_qps() != 0 || !e->port[1].empty() || e->dmn->pending(1);
       return e->eng[1]->next_timer_ns();
     }
   };

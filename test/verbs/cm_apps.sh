@@ -31,12 +31,8 @@ NAME=cm IP_NET=10.86.0
 # shellcheck source=two_uroced.sh
 . "$(dirname "$0")/two_uroced.sh"
 IP_A=$IP_NET.1
-# Apps on both shims (two_uroced.sh's `on` knows the verbs one only).
-cm_on() {  # cm_on SOCK CMD...
-  local sock=$1
-  shift
-  env LD_LIBRARY_PATH="$CMSHIM:$SHIM" UROCE_SOCKET="$sock" nice -n "${APP_NICE:-10}" "$@"
-}
+# shellcheck source=cm_common.sh
+. "$(dirname "$0")/cm_common.sh"
 
 # --- 1. rping
 cm_on "$SOCK_A" timeout 60 rping -s -a "$IP_A" -p 7174 -C 10 -v -V >"$WORK/rping-s.log" 2>&1 &
@@ -110,33 +106,10 @@ else
 fi
 
 # --- 2d. cmtime: 20 connections set up and torn down at once, each step timed
-cm_on "$SOCK_A" timeout 90 cmtime -b "$IP_A" -p 7177 -c 20 >"$WORK/cmtime-s.log" 2>&1 &
-PID_S=$!
-sleep 1
-cm_on "$SOCK_B" timeout 90 cmtime -s "$IP_A" -p 7177 -c 20 >"$WORK/cmtime-c.log" 2>&1
-rc_c=$?
-# cmtime's server serves until it is killed: it must still be running (not crashed).
-rc_s=0
-kill -0 "$PID_S" 2>/dev/null || rc_s=dead
-for p in $(pgrep -P "$PID_S") "$PID_S"; do kill -TERM "$p" 2>/dev/null; done  # timeout passes it on
-wait "$PID_S" 2>/dev/null
-PID_S=""
-if [ $rc_c -eq 0 ] && [ $rc_s = 0 ] && grep -q "^connect" "$WORK/cmtime-c.log" &&
-   grep -q "^disconnect" "$WORK/cmtime-c.log"; then
-  pass "cmtime -c 20: $(grep -E '^(connect|disconnect) ' "$WORK/cmtime-c.log" | tr -s ' ' | tr '\n' ';')"
-else
-  fail "cmtime: client rc=$rc_c, server rc=$rc_s"
-  tail -n 12 "$WORK/cmtime-c.log" "$WORK/cmtime-s.log"
-fi
+cmtime_check "$IP_A" 7177 20 "cmtime -c 20"
 
 # --- 3. nobody listens: rejected at once (reason 8, invalid service id)
-cm_on "$SOCK_B" timeout 30 rping -c -a "$IP_A" -p 7179 -C 1 -v >"$WORK/rping-rej.log" 2>&1
-rc=$?
-if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "RDMA_CM_EVENT_REJECTED" "$WORK/rping-rej.log"; then
-  pass "connect to a port nobody listens on: RDMA_CM_EVENT_REJECTED (rc=$rc)"
-else
-  fail "connect to an unused port: rc=$rc, $(tail -3 "$WORK/rping-rej.log")"
-fi
+rejected_check "$IP_A" 7179 "connect to a port nobody listens on"
 
 # --- 4. perftest over rdma_cm (-R): the server binds any address, the client resolves A's.
 for t in "ib_write_bw -s 65536 -n 200" "ib_send_lat -s 64 -n 200" "ib_read_bw -s 65536 -n 200"; do

@@ -69,11 +69,8 @@ ll_of() { sed -n 's/^port p0: gid 0 \(fe80:[0-9a-f:]*\) .*/\1/p' "$WORK/uroced-$
 LL_A=$(ll_of a) LL_B=$(ll_of b)
 [ -n "$LL_A" ] && [ -n "$LL_B" ] || { fail "no link-local GID in the daemons' logs"; exit 1; }
 
-cm_on() {  # cm_on SOCK CMD...
-  local sock=$1
-  shift
-  env LD_LIBRARY_PATH="$CMSHIM:$SHIM" UROCE_SOCKET="$sock" nice -n "${APP_NICE:-10}" "$@"
-}
+# shellcheck source=cm_common.sh
+. "$(dirname "$0")/cm_common.sh"
 
 # rping_pair TAG SERVER_ADDR CLIENT_ADDR PORT: server on A, client on B, -C 10 -v -V.
 rping_pair() {
@@ -147,31 +144,10 @@ else
 fi
 
 # --- 5. cmtime -c 10 over IPv6
-cm_on "$SOCK_A" timeout 90 cmtime -b "$V6_A" -p 7190 -c 10 >"$WORK/cmtime-s.log" 2>&1 &
-PID_S=$!
-sleep 1
-cm_on "$SOCK_B" timeout 90 cmtime -s "$V6_A" -p 7190 -c 10 >"$WORK/cmtime-c.log" 2>&1
-rc_c=$?
-rc_s=0
-kill -0 "$PID_S" 2>/dev/null || rc_s=dead
-for p in $(pgrep -P "$PID_S") "$PID_S"; do kill -TERM "$p" 2>/dev/null; done  # timeout passes it on
-wait "$PID_S" 2>/dev/null
-PID_S=""
-if [ $rc_c -eq 0 ] && [ $rc_s = 0 ] && grep -q "^disconnect" "$WORK/cmtime-c.log"; then
-  pass "cmtime -c 10 over IPv6: $(grep -E '^(connect|disconnect) ' "$WORK/cmtime-c.log" | tr -s ' ' | tr '\n' ';')"
-else
-  fail "cmtime over IPv6: client rc=$rc_c, server rc=$rc_s"
-  tail -n 12 "$WORK/cmtime-c.log" "$WORK/cmtime-s.log"
-fi
+cmtime_check "$V6_A" 7190 10 "cmtime -c 10 over IPv6"
 
 # --- 6. nobody listens on an IPv6 port: rejected at once
-cm_on "$SOCK_B" timeout 30 rping -c -a "$V6_A" -p 7191 -C 1 -v >"$WORK/rping-rej.log" 2>&1
-rc=$?
-if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "RDMA_CM_EVENT_REJECTED" "$WORK/rping-rej.log"; then
-  pass "IPv6 connect to a port nobody listens on: RDMA_CM_EVENT_REJECTED (rc=$rc)"
-else
-  fail "IPv6 connect to an unused port: rc=$rc, $(tail -3 "$WORK/rping-rej.log")"
-fi
+rejected_check "$V6_A" 7191 "IPv6 connect to a port nobody listens on"
 
 # --- 6b. a listener bound to the IPv6 address refuses a client of its port over IPv4 (REJ 28,
 # as the kernel: its rdma_cm matches the REQ's header against the bound address)

@@ -3,8 +3,8 @@
 # Integration test of the drop-in librdmacm (drivers/rdmacm, doc/cm.md) with UNMODIFIED
 # rdmacm-utils binaries over the verbs shim and two uroced joined by net_memif (QP 1 and the
 # CM in each daemon, lib/daemon/cm_service.cc):
-#   1. rping: server on daemon A, client on daemon B, -C 10 -v: both exit 0, each prints its
-#      10 pings with the rotating pattern (data verified by rping itself with -V).
+#   1. rping: server on daemon A, client on daemon B, -C 100 -v: both exit 0, each prints its
+#      100 pings with the rotating pattern (data verified by rping itself with -V).
 #   2. ucmatose: server on A, client on B (one connection, 10 SENDs each way): both exit 0.
 #   2b. udaddy: RDMA_PS_UDP (SIDR_REQ / SIDR_REP), UD messages both ways: both exit 0.
 #   3. A client connecting to a port nobody listens on is rejected at once (REJ reason 8:
@@ -35,19 +35,20 @@ IP_A=$IP_NET.1
 . "$(dirname "$0")/cm_common.sh"
 
 # --- 1. rping
-cm_on "$SOCK_A" timeout 60 rping -s -a "$IP_A" -p 7174 -C 10 -v -V >"$WORK/rping-s.log" 2>&1 &
+cm_on "$SOCK_A" timeout 60 rping -s -a "$IP_A" -p 7174 -C 100 -v -V >"$WORK/rping-s.log" 2>&1 &
 PID_S=$!
 sleep 1
-cm_on "$SOCK_B" timeout 60 rping -c -a "$IP_A" -p 7174 -C 10 -v -V >"$WORK/rping-c.log" 2>&1
+cm_on "$SOCK_B" timeout 60 rping -c -a "$IP_A" -p 7174 -C 100 -v -V >"$WORK/rping-c.log" 2>&1
 rc_c=$?
 wait "$PID_S"
 rc_s=$?
 PID_S=""
 nc=$(grep -c "^ping data: rdma-ping-" "$WORK/rping-c.log")
 ns=$(grep -c "^server ping data: rdma-ping-" "$WORK/rping-s.log")
-if [ $rc_c -eq 0 ] && [ $rc_s -eq 0 ] && [ "$nc" -eq 10 ] && [ "$ns" -eq 10 ] &&
-   grep -q "^ping data: rdma-ping-9: JKLMNOPQRSTUVWXYZ" "$WORK/rping-c.log"; then
-  pass "rping -C 10 -v -V: server on A, client on B, 10 pings each side"
+if [ $rc_c -eq 0 ] && [ $rc_s -eq 0 ] && [ "$nc" -eq 100 ] && [ "$ns" -eq 100 ] &&
+   grep -q "^ping data: rdma-ping-9: JKLMNOPQRSTUVWXYZ" "$WORK/rping-c.log" &&
+   grep -q "^ping data: rdma-ping-99: " "$WORK/rping-c.log"; then
+  pass "rping -C 100 -v -V: server on A, client on B, 100 pings each side"
 else
   fail "rping: client rc=$rc_c ($nc pings), server rc=$rc_s ($ns pings)"
   tail -n 8 "$WORK/rping-c.log" "$WORK/rping-s.log"

@@ -57,6 +57,7 @@ if [ $# -lt 5 ] || [ $# -gt 7 ]; then
 fi
 UROCED=$1 PCAP_CHECK=$2 STAT=$3 PEER=$4 CHECK_CAPTURE=$5 SHIM=${6:-} CMSHIM=${7:-}
 RIG=$(cd "$(dirname "$0")/rig" && pwd)
+MW_PEER=$(dirname "$PEER")/mw_peer  # scenario mw: built beside rxe_peer (test/interop/meson.build)
 PT_BW_ITERS=${UROCE_INTEROP_PT_BW_ITERS:-100}
 PT_LAT_ITERS=${UROCE_INTEROP_PT_LAT_ITERS:-100}
 CACHE=${UROCE_INTEROP_CACHE:-/tmp/uroce-interop-image}
@@ -309,6 +310,13 @@ EOF
         echo "run rxc $(cm_tool "$run" client "$GUEST_IP" "$UROCE_IP" $((18516 + 2 * k)) guest)"
         k=$((k + 1))
         continue ;;
+      mw:*)
+        # mw_peer from the share: the guest owns the windows (uroce accesses them), then
+        # accesses uroce's.
+        echo "run timeout 180 /share/mw_peer owner -d rxe0 -g 1 -t 150 -p $((18515 + 2 * k))"
+        echo "run timeout 180 /share/mw_peer access -d rxe0 -g 1 -t 150 -H \$H -p $((18516 + 2 * k))"
+        k=$((k + 1))
+        continue ;;
     esac
     cmd=$(guest_tool "$run" "$pmtu")
     case $run in pts-*) ;; *) echo "run timeout 180 $cmd -p $((18515 + 2 * k))" ;; esac
@@ -362,6 +370,22 @@ run_shim() {
     ib_read_lat* | ib_atomic_lat*) [[ $1 != *" $GUEST_IP" ]] || grep -qE '^ *[0-9]+ +[0-9]+ +[0-9.]+' <<<"$out" ;;
     *) grep -qE '^ *[0-9]+ +[0-9]+ +[0-9.]+' <<<"$out" ;;  # perftest's result row
   esac
+}
+
+# run_mw owner|access PORT ARGS...: test/interop/mw_peer (a plain libibverbs program) in the
+# netns over uroced through the verbs shim; the accessor retries its connect itself. Exit 0
+# and its "passed" line: every check held (memory windows, doc/interop.md).
+run_mw() {
+  local role=$1 port=$2 t out rc
+  shift 2
+  t=$(bounded 180)
+  echo "--- mw_peer $role -p $port $* (shim)" >>"$SLOG"
+  out=$(ip netns exec "$NS" timeout $((t + 30)) env LD_LIBRARY_PATH="$SHIM" \
+    UROCE_SOCKET="$WORK/uroced.sock" "$MW_PEER" "$role" -g 1 -t "$t" -p "$port" "$@" 2>&1)
+  rc=$?
+  echo "$out" >>"$SLOG"
+  echo "--- exit $rc" >>"$SLOG"
+  [ "$rc" = 0 ] && grep -q "^mw_peer $role: passed" <<<"$out"
 }
 
 # run_cm RUN server|client PORT: an unmodified rdma_cm program in the netns over uroced through
@@ -422,7 +446,9 @@ want_opcodes() {
       *-read_bw | *-read_lat) req="0x0c" resp="0x0d,0x0e,0x0f"
         [ "$size" -le "$pmtu" ] && resp="0x10" ;;
       *-atomic_bw | *-atomic_lat) req="0x14" resp="0x12" ;;
-      cm-udaddy) req="0x64" ;;  # SIDR_REQ / SIDR_REP, then the UD messages
+      cm-udaddy) req="0x64" ;;
+      # WRITE / READ of 4096 B through windows, SEND Only with Invalidate
+      mw) req="0x06,0x07,0x08,0x0c,0x17" resp="0x0d,0x0e,0x0f" ;;  # SIDR_REQ / SIDR_REP, then the UD messages
       cm-rping | cm-ucmatose) req="0x64,0x04" ;;  # the CM's MADs (UD SENDs to QP 1), SENDs
     esac
     [ -n "$req" ] && g="$g,$req"
@@ -562,6 +588,10 @@ EOF
   echo "    uroced GIDs: 0 $UROCE_LL, $UROCE_G6 $UROCE_IP6; guest: 0 $GUEST_LL, the index of $GUEST_IP6 found in the guest"
 
   guest_script "$pmtu" $runs >"$WORK/$name-guest.sh"
+  case " $runs" in *" mw:"*)
+    mkdir -p "$WORK/$name-share" && cp "$MW_PEER" "$WORK/$name-share/mw_peer" ||
+      fail "$name: copying mw_peer into the guest's share" ;;
+  esac
   echo "    [$(since "$T0") s] guest booting (log: $WORK/$name-guest.log)"
   # Without the shim: qemu links libibverbs, and meson's LD_LIBRARY_PATH would give it ours.
   env -u LD_LIBRARY_PATH -u LD_PRELOAD "$RIG/boot-guest.sh" -k "$CACHE" -n "$NS" -t tap0 \
@@ -600,6 +630,16 @@ EOF
         run_cm "$run" server $((18516 + 2 * k)) &&
           pass "$name: uroce server (drop-in librdmacm) <-> guest (kernel rdma_cm) $prog client ($size B)" ||
           fail "$name: $prog $size B, uroce server (log: $SLOG)"
+        ;;
+      mw)
+        # Linux 6.1's rxe checks only the MR's range, not the window's (-L: the accessor
+        # expects its READ across a window's end inside the MR to succeed there).
+        run_mw access $((18515 + 2 * k)) -H "$GUEST_IP" -L &&
+          pass "$name: memory windows of the guest (rxe) <-> uroce accessor (mw_peer, shim)" ||
+          fail "$name: mw_peer, uroce accessing rxe's windows (log: $SLOG)"
+        run_mw owner $((18516 + 2 * k)) &&
+          pass "$name: memory windows of uroce (mw_peer, shim) <-> guest (rxe) accessor" ||
+          fail "$name: mw_peer, rxe accessing uroce's windows (log: $SLOG)"
         ;;
       *)
         local tool
@@ -794,6 +834,8 @@ for s in $SCENARIOS; do
     mtu4200) run_scenario mtu4200 4200 0 "$(echo $PP_4200 ${SHIM:+$SHIM_4200})" ;;
     loss) run_scenario loss 1500 1 "$(echo $PP_LOSS ${SHIM:+$SHIM_LOSS})" ;;
     ipv6) run_scenario ipv6 1500 0 "$(echo $PP_IPV6 ${SHIM:+$SHIM_IPV6})" ;;
+    mw) if [ -n "$SHIM" ] && [ -x "$MW_PEER" ]; then run_scenario mw 1500 0 "${UROCE_INTEROP_MW:-mw:65536}"
+    else fail "scenario mw: needs the verbs shim (interop.sh's 6th argument) and $MW_PEER"; fi ;;
     cm | cm6) if [ -n "$CMSHIM" ]; then
       if [ "$s" = cm ]; then run_scenario cm 1500 0 "$CM_RUNS"; else run_scenario cm6 1500 0 "$CM6_RUNS"; fi
     else fail "scenario $s: no drop-in librdmacm given (interop.sh's 7th argument)"; fi ;;

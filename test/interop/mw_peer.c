@@ -39,24 +39,24 @@ static int g_fails;
 static int g_timeout = 120;
 static const char *g_role;
 
-#define CHECK(cond, ...)                              \
-  do {                                                \
-    if (cond) {                                       \
-      printf("mw_peer %s: ok: ", g_role);             \
-    } else {                                          \
-      printf("mw_peer %s: FAIL: ", g_role);           \
-      g_fails++;                                      \
-    }                                                 \
-    printf(__VA_ARGS__);                              \
-    printf("\n");                                     \
-    fflush(stdout);                                   \
+#define CHECK(cond, ...)                    \
+  do {                                      \
+    if (cond) {                             \
+      printf("mw_peer %s: ok: ", g_role);   \
+    } else {                                \
+      printf("mw_peer %s: FAIL: ", g_role); \
+      g_fails++;                            \
+    }                                       \
+    printf(__VA_ARGS__);                    \
+    printf("\n");                           \
+    fflush(stdout);                         \
   } while (0)
-#define DIE(...)                                 \
-  do {                                           \
-    printf("mw_peer %s: FAIL: ", g_role);        \
-    printf(__VA_ARGS__);                         \
+#define DIE(...)                                        \
+  do {                                                  \
+    printf("mw_peer %s: FAIL: ", g_role);               \
+    printf(__VA_ARGS__);                                \
     printf(" (errno %d %s)\n", errno, strerror(errno)); \
-    exit(1);                                     \
+    exit(1);                                            \
   } while (0)
 
 static double now(void) {
@@ -65,8 +65,12 @@ static double now(void) {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static uint8_t owner_byte(size_t i) { return (uint8_t)(i * 13 + 1); }
-static uint8_t access_byte(size_t i) { return (uint8_t)(i * 7 + 0x5b); }
+static uint8_t owner_byte(size_t i) {
+  return (uint8_t)(i * 13 + 1);
+}
+static uint8_t access_byte(size_t i) {
+  return (uint8_t)(i * 7 + 0x5b);
+}
 
 struct peer {
   struct ibv_context *ctx;
@@ -109,7 +113,8 @@ static void setup(struct peer *p, const char *dev, int owner) {
   p->cq = ibv_create_cq(p->ctx, 64, NULL, NULL, 0);
   if (!p->pd || !p->cq) DIE("ibv_alloc_pd / ibv_create_cq");
   p->buf = aligned_alloc(4096, kBuf);
-  for (size_t i = 0; i < kBuf; i++) p->buf[i] = owner ? owner_byte(i) : 0;
+  for (size_t i = 0; i < kBuf; i++)
+    p->buf[i] = owner ? owner_byte(i) : 0;
   int acc = IBV_ACCESS_LOCAL_WRITE;
   if (owner) acc |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND;
   p->mr = ibv_reg_mr(p->pd, p->buf, kBuf, acc);
@@ -186,7 +191,8 @@ static void tcp_recv(int s, char *b) {
 static void connect_qps(struct peer *p, int s, int owner) {
   char line[512], gid[33], *q = line;
   uint32_t psn[kNqp], rqpn[kNqp], rpsn[kNqp];
-  for (int i = 0; i < 16; i++) sprintf(gid + 2 * i, "%02x", p->gid.raw[i]);
+  for (int i = 0; i < 16; i++)
+    sprintf(gid + 2 * i, "%02x", p->gid.raw[i]);
   for (int i = 0; i < kNqp; i++) {
     psn[i] = (lrand48() & 0xffffff);
     q += sprintf(q, "%06x %06x ", p->qp[i]->qp_num, psn[i]);
@@ -205,21 +211,22 @@ static void connect_qps(struct peer *p, int s, int owner) {
   if (sscanf(in, "%x %x %x %x %x %x %32s", &rqpn[0], &rpsn[0], &rqpn[1], &rpsn[1], &rqpn[2],
              &rpsn[2], rg) != 7)
     DIE("bad exchange '%s'", in);
-  for (int i = 0; i < 16; i++) sscanf(rg + 2 * i, "%2hhx", &rgid.raw[i]);
+  for (int i = 0; i < 16; i++)
+    sscanf(rg + 2 * i, "%2hhx", &rgid.raw[i]);
   for (int i = 0; i < kNqp; i++) {
-    struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR,
-                            .path_mtu = IBV_MTU_1024,
-                            .dest_qp_num = rqpn[i],
-                            .rq_psn = rpsn[i],
-                            .max_dest_rd_atomic = 1,
-                            .min_rnr_timer = 12,
-                            .ah_attr = {.is_global = 1,
-                                        .grh = {.dgid = rgid, .sgid_index = p->gid_index,
-                                                .hop_limit = 64},
-                                        .port_num = 1}};
+    struct ibv_qp_attr a = {
+        .qp_state = IBV_QPS_RTR,
+        .path_mtu = IBV_MTU_1024,
+        .dest_qp_num = rqpn[i],
+        .rq_psn = rpsn[i],
+        .max_dest_rd_atomic = 1,
+        .min_rnr_timer = 12,
+        .ah_attr = {.is_global = 1,
+                    .grh = {.dgid = rgid, .sgid_index = p->gid_index, .hop_limit = 64},
+                    .port_num = 1}};
     if (ibv_modify_qp(p->qp[i], &a,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
       DIE("modify_qp RTR");
     // local ACK timeout 17 (0.54 s): a TCG guest on a loaded host can be silent for longer
     // than 67 ms several times in a row (rxe_peer does the same).
@@ -236,7 +243,9 @@ static void connect_qps(struct peer *p, int s, int owner) {
   }
 }
 
-static const char *st(enum ibv_wc_status s) { return ibv_wc_status_str(s); }
+static const char *st(enum ibv_wc_status s) {
+  return ibv_wc_status_str(s);
+}
 
 static int owner(struct peer *p, int s) {
   struct ibv_mw *mw[3];
@@ -276,8 +285,8 @@ static int owner(struct peer *p, int s) {
   for (int i = 0; i < 3; i++) {
     struct ibv_wc wc = poll_one(p, "bind");
     CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW,
-          "bind of W%d (type %d, rkey 0x%08x): %s, opcode %d", (int)wc.wr_id,
-          wc.wr_id == 1 ? 1 : 2, rkey[wc.wr_id - 1], st(wc.status), wc.opcode);
+          "bind of W%d (type %d, rkey 0x%08x): %s, opcode %d", (int)wc.wr_id, wc.wr_id == 1 ? 1 : 2,
+          rkey[wc.wr_id - 1], st(wc.status), wc.opcode);
   }
   // The receive the accessor's SEND_WITH_INV consumes.
   struct ibv_sge sge = {.addr = (uintptr_t)p->buf, .length = 64, .lkey = p->mr->lkey};
@@ -305,9 +314,11 @@ static int owner(struct peer *p, int s) {
     uint8_t want = in ? access_byte(i) : owner_byte(i);
     if (p->buf[i] != want && bad_bytes++ == 0) first = i;
   }
-  CHECK(bad_bytes == 0, "buffer: windows W1 / W2 written, the rest untouched (%zu bad bytes, first at %zu)",
+  CHECK(bad_bytes == 0,
+        "buffer: windows W1 / W2 written, the rest untouched (%zu bad bytes, first at %zu)",
         bad_bytes, first);
-  for (int i = 0; i < 3; i++) ibv_dealloc_mw(mw[i]);
+  for (int i = 0; i < 3; i++)
+    ibv_dealloc_mw(mw[i]);
   return 0;
 }
 
@@ -315,7 +326,10 @@ static int owner(struct peer *p, int s) {
 static enum ibv_wc_status rdma(struct peer *p, int i, enum ibv_wr_opcode op, uint32_t rkey,
                                uint64_t raddr, size_t off, uint32_t len, const char *what) {
   struct ibv_sge sge = {.addr = (uintptr_t)p->buf + off, .length = len, .lkey = p->mr->lkey};
-  struct ibv_send_wr wr = {.wr_id = 100 + i, .sg_list = &sge, .num_sge = 1, .opcode = op,
+  struct ibv_send_wr wr = {.wr_id = 100 + i,
+                           .sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = op,
                            .send_flags = IBV_SEND_SIGNALED};
   wr.wr.rdma.rkey = rkey;
   wr.wr.rdma.remote_addr = raddr;
@@ -338,22 +352,25 @@ static int accessor(struct peer *p, int s, int lax) {
     size_t off = kWinOff[w];
     enum ibv_wc_status r = rdma(p, kQpA, IBV_WR_RDMA_READ, rkey[w], addr[w], off, len, "READ");
     size_t badb = 0;
-    for (size_t i = 0; i < len; i++) badb += p->buf[off + i] != owner_byte(off + i);
+    for (size_t i = 0; i < len; i++)
+      badb += p->buf[off + i] != owner_byte(off + i);
     CHECK(r == IBV_WC_SUCCESS && badb == 0, "READ of W%d (%u B, rkey 0x%08x): %s, %zu bad bytes",
           w + 1, len, rkey[w], st(r), badb);
-    for (size_t i = 0; i < len; i++) p->buf[off + i] = access_byte(off + i);
+    for (size_t i = 0; i < len; i++)
+      p->buf[off + i] = access_byte(off + i);
     r = rdma(p, kQpA, IBV_WR_RDMA_WRITE, rkey[w], addr[w], off, len, "WRITE");
     CHECK(r == IBV_WC_SUCCESS, "WRITE to W%d (%u B): %s", w + 1, len, st(r));
     memset(p->buf + off, 0, len);
     r = rdma(p, kQpA, IBV_WR_RDMA_READ, rkey[w], addr[w], off, len, "READ back");
     badb = 0;
-    for (size_t i = 0; i < len; i++) badb += p->buf[off + i] != access_byte(off + i);
+    for (size_t i = 0; i < len; i++)
+      badb += p->buf[off + i] != access_byte(off + i);
     CHECK(r == IBV_WC_SUCCESS && badb == 0, "READ back of W%d: %s, %zu bad bytes", w + 1, st(r),
           badb);
   }
   // B: across W1's end, which is also the MR's end.
-  enum ibv_wc_status r = rdma(p, kQpB, IBV_WR_RDMA_READ, rkey[0], addr[0] + kWinLen[0] - 2048,
-                              0, 4096, "READ across W1's end");
+  enum ibv_wc_status r = rdma(p, kQpB, IBV_WR_RDMA_READ, rkey[0], addr[0] + kWinLen[0] - 2048, 0,
+                              4096, "READ across W1's end");
   CHECK(r == IBV_WC_REM_ACCESS_ERR, "READ across the end of W1 (type 1, the MR's end too): %s",
         st(r));
   // C: across W3's end, inside the MR.
@@ -369,8 +386,11 @@ static int accessor(struct peer *p, int s, int lax) {
           st(r));
   // A: SEND_WITH_INV of W2's rkey, then W2 must refuse access.
   struct ibv_sge sge = {.addr = (uintptr_t)p->buf, .length = 16, .lkey = p->mr->lkey};
-  struct ibv_send_wr wr = {.wr_id = 7, .sg_list = &sge, .num_sge = 1,
-                           .opcode = IBV_WR_SEND_WITH_INV, .send_flags = IBV_SEND_SIGNALED};
+  struct ibv_send_wr wr = {.wr_id = 7,
+                           .sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = IBV_WR_SEND_WITH_INV,
+                           .send_flags = IBV_SEND_SIGNALED};
   wr.invalidate_rkey = rkey[1];
   struct ibv_send_wr *bad = NULL;
   if (ibv_post_send(p->qp[kQpA], &wr, &bad)) DIE("ibv_post_send(IBV_WR_SEND_WITH_INV)");
@@ -397,14 +417,28 @@ int main(int argc, char **argv) {
   }
   g_role = argv[1];
   optind = 2;
-  while ((o = getopt(argc, argv, "p:H:d:g:t:L")) != -1) switch (o) {
-      case 'p': port = atoi(optarg); break;
-      case 'H': host = optarg; break;
-      case 'd': dev = optarg; break;
-      case 'g': p.gid_index = atoi(optarg); break;
-      case 't': g_timeout = atoi(optarg); break;
-      case 'L': lax = 1; break;
-      default: return 2;
+  while ((o = getopt(argc, argv, "p:H:d:g:t:L")) != -1)
+    switch (o) {
+      case 'p':
+        port = atoi(optarg);
+        break;
+      case 'H':
+        host = optarg;
+        break;
+      case 'd':
+        dev = optarg;
+        break;
+      case 'g':
+        p.gid_index = atoi(optarg);
+        break;
+      case 't':
+        g_timeout = atoi(optarg);
+        break;
+      case 'L':
+        lax = 1;
+        break;
+      default:
+        return 2;
     }
   int is_owner = !strcmp(g_role, "owner");
   if (!port || (!is_owner && !host) || g_timeout <= 0) {

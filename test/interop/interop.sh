@@ -313,7 +313,8 @@ EOF
       mw:*)
         # mw_peer from the share: the guest owns the windows (uroce accesses them), then
         # accesses uroce's.
-        echo "run timeout 180 /share/mw_peer owner -d rxe0 -g 1 -t 150 -p $((18515 + 2 * k))"
+        # (-L: rxe's wc_flags for a receive with invalidate, mw_peer.c)
+        echo "run timeout 180 /share/mw_peer owner -d rxe0 -g 1 -t 150 -L -p $((18515 + 2 * k))"
         echo "run timeout 180 /share/mw_peer access -d rxe0 -g 1 -t 150 -H \$H -p $((18516 + 2 * k))"
         k=$((k + 1))
         continue ;;
@@ -460,6 +461,31 @@ want_opcodes() {
     esac
   done
   echo "$u $g"
+}
+
+# mw_capture_check NAME PCAP: the memory-window runs on the wire. Each side's SEND Only with
+# Invalidate (0x17) carries in its IETH the rkey of the peer's window W2 that its mw_peer
+# printed, and each side NAKed with remote access error (AETH syndrome 0x62) the accesses it
+# refused: uroce all three (across W1's end, across W3's end, W2 after its invalidation), rxe
+# two (it grants the one across W3's end inside the MR: Linux 6.1 checks the MR's range only).
+mw_capture_check() {
+  local name=$1 pcap=$2 rows w2u w2g nu ng ok=1
+  rows=$(tshark -n -r "$pcap" -Y 'infiniband.bth.opcode == 0x17 || infiniband.aeth.syndrome == 0x62' \
+    -T fields -E separator=' ' -e ip.src -e infiniband.bth.opcode -e infiniband.ieth 2>/dev/null)
+  echo "$rows" >"$WORK/$name-mw-wire.txt"
+  # W2 as the accessors saw it: the host's (uroce's accessor) is the guest's window.
+  w2g=$(sed -n 's/^mw_peer access: ok: READ of W2 ([0-9]* B, rkey 0x\([0-9a-f]*\)).*/\1/p' "$SLOG" | head -1)
+  w2u=$(tr -d '\r' <"$WORK/$name-guest.log" |
+    sed -n 's/^mw_peer access: ok: READ of W2 ([0-9]* B, rkey 0x\([0-9a-f]*\)).*/\1/p' | head -1)
+  awk -v a="$UROCE_IP" -v k="$w2g" '$1 == a && $2 == 23 && $3 ~ "^" k {f = 1} END {exit !(f && k != "")}' <<<"$rows" ||
+    { fail "$name: no SEND with Invalidate from uroce with IETH = the guest's W2 rkey '$w2g' ($WORK/$name-mw-wire.txt)"; ok=0; }
+  awk -v a="$GUEST_IP" -v k="$w2u" '$1 == a && $2 == 23 && $3 ~ "^" k {f = 1} END {exit !(f && k != "")}' <<<"$rows" ||
+    { fail "$name: no SEND with Invalidate from the guest with IETH = uroce's W2 rkey '$w2u' ($WORK/$name-mw-wire.txt)"; ok=0; }
+  nu=$(awk -v a="$UROCE_IP" '$1 == a && $2 == 17' <<<"$rows" | wc -l)
+  ng=$(awk -v a="$GUEST_IP" '$1 == a && $2 == 17' <<<"$rows" | wc -l)
+  [ "$nu" -ge 3 ] || { fail "$name: uroced sent $nu NAKs remote access error, want 3"; ok=0; }
+  [ "$ng" -ge 2 ] || { fail "$name: the guest sent $ng NAKs remote access error, want 2"; ok=0; }
+  [ "$ok" = 1 ] && pass "$name: on the wire: SEND with Invalidate both ways with the peer's W2 rkey (0x$w2g, 0x$w2u), NAKs remote access error from uroce $nu, from rxe $ng"
 }
 
 # cm_mad_check NAME PCAP RUNS: the MADs of the capture as tshark dissects them (source, class,
@@ -772,6 +798,7 @@ EOF
   # The CM's MADs (frames to QP 1): tshark's InfiniBand MAD / CM dissector names every one, with
   # no malformed mark, and each side sent the messages of both roles.
   case " $runs" in *" cm-"*) cm_mad_check "$name" "$WORK/$name.pcap" "$runs" ;; esac
+  case " $runs" in *" mw:"*) mw_capture_check "$name" "$WORK/$name.pcap" ;; esac
   # uroced's own capture must be valid as well.
   "$PCAP_CHECK" -q --expect-roce "$WORK/$name-uroced.pcap" >"$WORK/$name-uroced-check.txt" 2>&1
   if grep -qE 'invalid 0$' "$WORK/$name-uroced-check.txt"; then

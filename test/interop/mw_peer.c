@@ -7,15 +7,18 @@
 // three RC QPs (A, B, C; an access error kills a QP on both sides):
 //   A: READ W1 / W2 (the owner's bytes), WRITE them, READ back (its bytes);
 //   B: READ across W1's end (and the MR's): IBV_WC_REM_ACCESS_ERR;
-//   C: READ across W3's end, inside the MR: REM_ACCESS_ERR (with -L, "lax owner": success,
-//      Linux 6.1's rxe checks only the MR's range);
+//   C: READ across W3's end, inside the MR: REM_ACCESS_ERR (-L, the peer is Linux 6.1's rxe:
+//      success, rxe checks only the MR's range);
 //   A: SEND_WITH_INV of W2's rkey (the owner's receive: IBV_WC_WITH_INV, invalidated_rkey),
-//      then a READ inside W2: REM_ACCESS_ERR.
+//      then a READ inside W2: REM_ACCESS_ERR. (-L on an rxe owner: rxe puts the kernel's
+//      IB_WC_WITH_INVALIDATE, bit 2, into the user's wc_flags, where bit 2 is
+//      IBV_WC_IP_CSUM_OK; that bit stands for IBV_WC_WITH_INV then.)
 // The owner then checks its buffer: the windows hold the accessor's bytes, the rest its own.
 // Out-of-band exchange over TCP (the owner listens; the accessor retries its connect).
 // Every wait is bounded by -t (and alarm()). Exit status 0: every check held.
 //
 // Usage: mw_peer owner|access -p PORT [-H OWNER_IP] [-d DEV] [-g GID_INDEX] [-t SECS] [-L]
+// -L: the windows (accessor) or the receive (owner) are Linux 6.1 rxe's, with the quirks above.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -247,7 +250,7 @@ static const char *st(enum ibv_wc_status s) {
   return ibv_wc_status_str(s);
 }
 
-static int owner(struct peer *p, int s) {
+static int owner(struct peer *p, int s, int lax) {
   struct ibv_mw *mw[3];
   mw[0] = ibv_alloc_mw(p->pd, IBV_MW_TYPE_1);
   mw[1] = ibv_alloc_mw(p->pd, IBV_MW_TYPE_2);
@@ -301,11 +304,14 @@ static int owner(struct peer *p, int s) {
   tcp_recv(s, line);  // the accessor is done
   printf("mw_peer owner: accessor says '%s'\n", line);
   struct ibv_wc wc = poll_one(p, "the SEND_WITH_INV's receive");
+  // rxe 6.1 (-L): the kernel's IB_WC_WITH_INVALIDATE (1 << 2) lands in wc_flags unchanged.
+  const unsigned inv = lax ? 1u << 2 : IBV_WC_WITH_INV;
   CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && wc.byte_len == 16 &&
-            (wc.wc_flags & IBV_WC_WITH_INV) && wc.invalidated_rkey == rkey[1],
+            (wc.wc_flags & inv) && wc.invalidated_rkey == rkey[1],
         "receive of SEND_WITH_INV: %s, opcode %d, %u B, wc_flags 0x%x, invalidated_rkey 0x%08x "
-        "(W2 0x%08x)",
-        st(wc.status), wc.opcode, wc.byte_len, wc.wc_flags, wc.invalidated_rkey, rkey[1]);
+        "(W2 0x%08x)%s",
+        st(wc.status), wc.opcode, wc.byte_len, wc.wc_flags, wc.invalidated_rkey, rkey[1],
+        lax ? "; rxe: IBV_WC_WITH_INV is bit 2 (the kernel's IB_WC_WITH_INVALIDATE)" : "");
   // Memory: the windows W1 and W2 hold the accessor's bytes, everything else the owner's.
   size_t bad_bytes = 0, first = 0;
   for (size_t i = 64; i < kBuf; i++) {
@@ -451,7 +457,7 @@ int main(int argc, char **argv) {
   int s = tcp_open(is_owner ? NULL : host, port);
   connect_qps(&p, s, is_owner);
   if (is_owner)
-    owner(&p, s);
+    owner(&p, s, lax);
   else
     accessor(&p, s, lax);
   close(s);

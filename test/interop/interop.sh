@@ -22,7 +22,8 @@
 # own meson test rxe_interop_cm): rping, ucmatose, udaddy, ib_write_bw -R and ib_send_bw -R with
 # uroce as client and as server, through the drop-in librdmacm (RDMACM_DIR)
 # against the guest's kernel rdma_cm; the CM's MADs in the capture checked with tshark's
-# dissector.
+# dissector; mw (not in the default list: rxe_interop_mw): memory windows both ways with
+# test/interop/mw_peer, a plain libibverbs program run in the guest and through the shim.
 #
 # With SHIM_DIR (the verbs shim, build/drivers/verbs), the host side also runs unmodified tools
 # through the shim: ibv_rc_pingpong -c and perftest (ib_write_bw, ib_read_bw, ib_send_bw,
@@ -31,7 +32,8 @@
 # Usage: interop.sh UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY [SHIM_DIR [RDMACM_DIR]]
 # Environment: UROCE_INTEROP_CACHE   the guest image (default /tmp/uroce-interop-image; built by
 #                                     rig/build-image.sh when missing or made by another version)
-#              UROCE_INTEROP_SCENARIOS  default "mtu1500 mtu4200 loss ipv6" (cm only when named)
+#              UROCE_INTEROP_SCENARIOS  default "mtu1500 mtu4200 loss ipv6" (cm, cm6, mw only
+#                                    when named)
 #              UROCE_INTEROP_CM      the cm scenario's runs (cm-PROG:SIZE, cms-PROG:SIZE)
 #              UROCE_INTEROP_PP_1500 / _PP_4200 / _PP_LOSS / _PP_IPV6  a scenario's pingpong
 #                                    runs (rxe_peer)
@@ -861,7 +863,7 @@ for s in $SCENARIOS; do
     mtu4200) run_scenario mtu4200 4200 0 "$(echo $PP_4200 ${SHIM:+$SHIM_4200})" ;;
     loss) run_scenario loss 1500 1 "$(echo $PP_LOSS ${SHIM:+$SHIM_LOSS})" ;;
     ipv6) run_scenario ipv6 1500 0 "$(echo $PP_IPV6 ${SHIM:+$SHIM_IPV6})" ;;
-    mw) if [ -n "$SHIM" ] && [ -x "$MW_PEER" ]; then run_scenario mw 1500 0 "${UROCE_INTEROP_MW:-mw:65536}"
+    mw) if [ -n "$SHIM" ] && [ -x "$MW_PEER" ]; then run_scenario mw 1500 0 "mw:65536"
     else fail "scenario mw: needs the verbs shim (interop.sh's 6th argument) and $MW_PEER"; fi ;;
     cm | cm6) if [ -n "$CMSHIM" ]; then
       if [ "$s" = cm ]; then run_scenario cm 1500 0 "$CM_RUNS"; else run_scenario cm6 1500 0 "$CM6_RUNS"; fi

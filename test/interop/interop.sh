@@ -381,7 +381,8 @@ run_shim() {
 run_mw() {
   local role=$1 port=$2 t out rc
   shift 2
-  t=$(bounded 180)
+  # the accessor's connect retries span the guest's boot (up to ~3 min on a loaded host)
+  t=$(bounded 300)
   echo "--- mw_peer $role -p $port $* (shim)" >>"$SLOG"
   out=$(ip netns exec "$NS" timeout $((t + 30)) env LD_LIBRARY_PATH="$SHIM" \
     UROCE_SOCKET="$WORK/uroced.sock" "$MW_PEER" "$role" -g 1 -t "$t" -p "$port" "$@" 2>&1)

@@ -22,7 +22,8 @@
 # own meson test rxe_interop_cm): rping, ucmatose, udaddy, ib_write_bw -R and ib_send_bw -R with
 # uroce as client and as server, through the drop-in librdmacm (RDMACM_DIR)
 # against the guest's kernel rdma_cm; the CM's MADs in the capture checked with tshark's
-# dissector.
+# dissector; mw (not in the default list: rxe_interop_mw): memory windows both ways with
+# test/interop/mw_peer, a plain libibverbs program run in the guest and through the shim.
 #
 # With SHIM_DIR (the verbs shim, build/drivers/verbs), the host side also runs unmodified tools
 # through the shim: ibv_rc_pingpong -c and perftest (ib_write_bw, ib_read_bw, ib_send_bw,
@@ -31,7 +32,8 @@
 # Usage: interop.sh UROCED UROCE_PCAP_CHECK UROCE_STAT RXE_PEER CHECK_CAPTURE_PY [SHIM_DIR [RDMACM_DIR]]
 # Environment: UROCE_INTEROP_CACHE   the guest image (default /tmp/uroce-interop-image; built by
 #                                     rig/build-image.sh when missing or made by another version)
-#              UROCE_INTEROP_SCENARIOS  default "mtu1500 mtu4200 loss ipv6" (cm only when named)
+#              UROCE_INTEROP_SCENARIOS  default "mtu1500 mtu4200 loss ipv6" (cm, cm6, mw only
+#                                    when named)
 #              UROCE_INTEROP_CM      the cm scenario's runs (cm-PROG:SIZE, cms-PROG:SIZE)
 #              UROCE_INTEROP_PP_1500 / _PP_4200 / _PP_LOSS / _PP_IPV6  a scenario's pingpong
 #                                    runs (rxe_peer)
@@ -57,6 +59,7 @@ if [ $# -lt 5 ] || [ $# -gt 7 ]; then
 fi
 UROCED=$1 PCAP_CHECK=$2 STAT=$3 PEER=$4 CHECK_CAPTURE=$5 SHIM=${6:-} CMSHIM=${7:-}
 RIG=$(cd "$(dirname "$0")/rig" && pwd)
+MW_PEER=$(dirname "$PEER")/mw_peer  # scenario mw: built beside rxe_peer (test/interop/meson.build)
 PT_BW_ITERS=${UROCE_INTEROP_PT_BW_ITERS:-100}
 PT_LAT_ITERS=${UROCE_INTEROP_PT_LAT_ITERS:-100}
 CACHE=${UROCE_INTEROP_CACHE:-/tmp/uroce-interop-image}
@@ -309,6 +312,14 @@ EOF
         echo "run rxc $(cm_tool "$run" client "$GUEST_IP" "$UROCE_IP" $((18516 + 2 * k)) guest)"
         k=$((k + 1))
         continue ;;
+      mw:*)
+        # mw_peer from the share: the guest owns the windows (uroce accesses them), then
+        # accesses uroce's.
+        # (-L: rxe's wc_flags for a receive with invalidate, mw_peer.c)
+        echo "run timeout 180 /share/mw_peer owner -d rxe0 -g 1 -t 150 -L -p $((18515 + 2 * k))"
+        echo "run timeout 180 /share/mw_peer access -d rxe0 -g 1 -t 150 -H \$H -p $((18516 + 2 * k))"
+        k=$((k + 1))
+        continue ;;
     esac
     cmd=$(guest_tool "$run" "$pmtu")
     case $run in pts-*) ;; *) echo "run timeout 180 $cmd -p $((18515 + 2 * k))" ;; esac
@@ -362,6 +373,23 @@ run_shim() {
     ib_read_lat* | ib_atomic_lat*) [[ $1 != *" $GUEST_IP" ]] || grep -qE '^ *[0-9]+ +[0-9]+ +[0-9.]+' <<<"$out" ;;
     *) grep -qE '^ *[0-9]+ +[0-9]+ +[0-9.]+' <<<"$out" ;;  # perftest's result row
   esac
+}
+
+# run_mw owner|access PORT ARGS...: test/interop/mw_peer (a plain libibverbs program) in the
+# netns over uroced through the verbs shim; the accessor retries its connect itself. Exit 0
+# and its "passed" line: every check held (memory windows, doc/interop.md).
+run_mw() {
+  local role=$1 port=$2 t out rc
+  shift 2
+  # the accessor's connect retries span the guest's boot (up to ~3 min on a loaded host)
+  t=$(bounded 300)
+  echo "--- mw_peer $role -p $port $* (shim)" >>"$SLOG"
+  out=$(ip netns exec "$NS" timeout $((t + 30)) env LD_LIBRARY_PATH="$SHIM" \
+    UROCE_SOCKET="$WORK/uroced.sock" "$MW_PEER" "$role" -g 1 -t "$t" -p "$port" "$@" 2>&1)
+  rc=$?
+  echo "$out" >>"$SLOG"
+  echo "--- exit $rc" >>"$SLOG"
+  [ "$rc" = 0 ] && grep -q "^mw_peer $role: passed" <<<"$out"
 }
 
 # run_cm RUN server|client PORT: an unmodified rdma_cm program in the netns over uroced through
@@ -422,7 +450,9 @@ want_opcodes() {
       *-read_bw | *-read_lat) req="0x0c" resp="0x0d,0x0e,0x0f"
         [ "$size" -le "$pmtu" ] && resp="0x10" ;;
       *-atomic_bw | *-atomic_lat) req="0x14" resp="0x12" ;;
-      cm-udaddy) req="0x64" ;;  # SIDR_REQ / SIDR_REP, then the UD messages
+      cm-udaddy) req="0x64" ;;
+      # WRITE / READ of 4096 B through windows, SEND Only with Invalidate
+      mw) req="0x06,0x07,0x08,0x0c,0x17" resp="0x0d,0x0e,0x0f" ;;  # SIDR_REQ / SIDR_REP, then the UD messages
       cm-rping | cm-ucmatose) req="0x64,0x04" ;;  # the CM's MADs (UD SENDs to QP 1), SENDs
     esac
     [ -n "$req" ] && g="$g,$req"
@@ -434,6 +464,31 @@ want_opcodes() {
     esac
   done
   echo "$u $g"
+}
+
+# mw_capture_check NAME PCAP: the memory-window runs on the wire. Each side's SEND Only with
+# Invalidate (0x17) carries in its IETH the rkey of the peer's window W2 that its mw_peer
+# printed, and each side NAKed with remote access error (AETH syndrome 0x62) the accesses it
+# refused: uroce all three (across W1's end, across W3's end, W2 after its invalidation), rxe
+# two (it grants the one across W3's end inside the MR: Linux 6.1 checks the MR's range only).
+mw_capture_check() {
+  local name=$1 pcap=$2 rows w2u w2g nu ng ok=1
+  rows=$(tshark -n -r "$pcap" -Y 'infiniband.bth.opcode == 0x17 || infiniband.aeth.syndrome == 0x62' \
+    -T fields -E separator=' ' -e ip.src -e infiniband.bth.opcode -e infiniband.ieth 2>/dev/null)
+  echo "$rows" >"$WORK/$name-mw-wire.txt"
+  # W2 as the accessors saw it: the host's (uroce's accessor) is the guest's window.
+  w2g=$(sed -n 's/^mw_peer access: ok: READ of W2 ([0-9]* B, rkey 0x\([0-9a-f]*\)).*/\1/p' "$SLOG" | head -1)
+  w2u=$(tr -d '\r' <"$WORK/$name-guest.log" |
+    sed -n 's/^mw_peer access: ok: READ of W2 ([0-9]* B, rkey 0x\([0-9a-f]*\)).*/\1/p' | head -1)
+  awk -v a="$UROCE_IP" -v k="$w2g" '$1 == a && $2 == 23 && $3 ~ "^" k {f = 1} END {exit !(f && k != "")}' <<<"$rows" ||
+    { fail "$name: no SEND with Invalidate from uroce with IETH = the guest's W2 rkey '$w2g' ($WORK/$name-mw-wire.txt)"; ok=0; }
+  awk -v a="$GUEST_IP" -v k="$w2u" '$1 == a && $2 == 23 && $3 ~ "^" k {f = 1} END {exit !(f && k != "")}' <<<"$rows" ||
+    { fail "$name: no SEND with Invalidate from the guest with IETH = uroce's W2 rkey '$w2u' ($WORK/$name-mw-wire.txt)"; ok=0; }
+  nu=$(awk -v a="$UROCE_IP" '$1 == a && $2 == 17' <<<"$rows" | wc -l)
+  ng=$(awk -v a="$GUEST_IP" '$1 == a && $2 == 17' <<<"$rows" | wc -l)
+  [ "$nu" -ge 3 ] || { fail "$name: uroced sent $nu NAKs remote access error, want 3"; ok=0; }
+  [ "$ng" -ge 2 ] || { fail "$name: the guest sent $ng NAKs remote access error, want 2"; ok=0; }
+  [ "$ok" = 1 ] && pass "$name: on the wire: SEND with Invalidate both ways with the peer's W2 rkey (0x$w2g, 0x$w2u), NAKs remote access error from uroce $nu, from rxe $ng"
 }
 
 # cm_mad_check NAME PCAP RUNS: the MADs of the capture as tshark dissects them (source, class,
@@ -562,6 +617,10 @@ EOF
   echo "    uroced GIDs: 0 $UROCE_LL, $UROCE_G6 $UROCE_IP6; guest: 0 $GUEST_LL, the index of $GUEST_IP6 found in the guest"
 
   guest_script "$pmtu" $runs >"$WORK/$name-guest.sh"
+  case " $runs" in *" mw:"*)
+    mkdir -p "$WORK/$name-share" && cp "$MW_PEER" "$WORK/$name-share/mw_peer" ||
+      fail "$name: copying mw_peer into the guest's share" ;;
+  esac
   echo "    [$(since "$T0") s] guest booting (log: $WORK/$name-guest.log)"
   # Without the shim: qemu links libibverbs, and meson's LD_LIBRARY_PATH would give it ours.
   env -u LD_LIBRARY_PATH -u LD_PRELOAD "$RIG/boot-guest.sh" -k "$CACHE" -n "$NS" -t tap0 \
@@ -600,6 +659,16 @@ EOF
         run_cm "$run" server $((18516 + 2 * k)) &&
           pass "$name: uroce server (drop-in librdmacm) <-> guest (kernel rdma_cm) $prog client ($size B)" ||
           fail "$name: $prog $size B, uroce server (log: $SLOG)"
+        ;;
+      mw)
+        # Linux 6.1's rxe checks only the MR's range, not the window's (-L: the accessor
+        # expects its READ across a window's end inside the MR to succeed there).
+        run_mw access $((18515 + 2 * k)) -H "$GUEST_IP" -L &&
+          pass "$name: memory windows of the guest (rxe) <-> uroce accessor (mw_peer, shim)" ||
+          fail "$name: mw_peer, uroce accessing rxe's windows (log: $SLOG)"
+        run_mw owner $((18516 + 2 * k)) &&
+          pass "$name: memory windows of uroce (mw_peer, shim) <-> guest (rxe) accessor" ||
+          fail "$name: mw_peer, rxe accessing uroce's windows (log: $SLOG)"
         ;;
       *)
         local tool
@@ -732,6 +801,7 @@ EOF
   # The CM's MADs (frames to QP 1): tshark's InfiniBand MAD / CM dissector names every one, with
   # no malformed mark, and each side sent the messages of both roles.
   case " $runs" in *" cm-"*) cm_mad_check "$name" "$WORK/$name.pcap" "$runs" ;; esac
+  case " $runs" in *" mw:"*) mw_capture_check "$name" "$WORK/$name.pcap" ;; esac
   # uroced's own capture must be valid as well.
   "$PCAP_CHECK" -q --expect-roce "$WORK/$name-uroced.pcap" >"$WORK/$name-uroced-check.txt" 2>&1
   if grep -qE 'invalid 0$' "$WORK/$name-uroced-check.txt"; then
@@ -794,6 +864,8 @@ for s in $SCENARIOS; do
     mtu4200) run_scenario mtu4200 4200 0 "$(echo $PP_4200 ${SHIM:+$SHIM_4200})" ;;
     loss) run_scenario loss 1500 1 "$(echo $PP_LOSS ${SHIM:+$SHIM_LOSS})" ;;
     ipv6) run_scenario ipv6 1500 0 "$(echo $PP_IPV6 ${SHIM:+$SHIM_IPV6})" ;;
+    mw) if [ -n "$SHIM" ] && [ -x "$MW_PEER" ]; then run_scenario mw 1500 0 "mw:65536"
+    else fail "scenario mw: needs the verbs shim (interop.sh's 6th argument) and $MW_PEER"; fi ;;
     cm | cm6) if [ -n "$CMSHIM" ]; then
       if [ "$s" = cm ]; then run_scenario cm 1500 0 "$CM_RUNS"; else run_scenario cm6 1500 0 "$CM6_RUNS"; fi
     else fail "scenario $s: no drop-in librdmacm given (interop.sh's 7th argument)"; fi ;;

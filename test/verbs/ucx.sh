@@ -5,8 +5,9 @@
 #   1. ucx_info -d lists rc_verbs and ud_verbs on uroce0:1 with --dev-nodes, and no uroce device
 #      without (UCX skips a device without a /dev/infiniband/<dev_name> character device).
 #   2. ucx_perftest, UCP, server on daemon B and client on daemon A, only UCX_TLS and
-#      UCX_NET_DEVICES set: tag_bw over ud_verbs (UD receives need the RoCE L3 type in
-#      ibv_wc.sl), tag_bw and ucp_put_bw over rc_verbs,ud_verbs, 64 KB messages. Every run
+#      UCX_NET_DEVICES set: tag_bw and ucp_put_bw (RMA emulated over UD) over ud_verbs (UD
+#      receives need the RoCE L3 type in ibv_wc.sl), tag_bw and ucp_put_bw over
+#      rc_verbs,ud_verbs, 64 KB messages. Every run
 #      must exit 0 on both sides (no hang at exit) and print its "Final:" line.
 #   3. ucx_perftest, UCT (one transport, no UCP): put_bw (zcopy: RDMA WRITE), get (zcopy: RDMA
 #      READ), put_lat (short: inline WRITE), am_bw (bcopy: SEND) over rc_verbs, and am_bw over
@@ -75,6 +76,7 @@ perf() {  # perf TLS TEST
 }
 for _ in $(seq "$RUNS"); do
   perf ud_verbs tag_bw
+  perf ud_verbs ucp_put_bw
   perf rc_verbs,ud_verbs tag_bw
   perf rc_verbs,ud_verbs ucp_put_bw
 done

@@ -43,7 +43,9 @@ need_tools ip nft tc timeout
 SHAPE_MBIT=${UROCE_ECN_SHAPE_MBIT:-20}
 MARK_MBIT=${UROCE_ECN_MARK_MBIT:-16}
 QUEUE_KB=${UROCE_ECN_QUEUE_KB:-160}
-DROP_MAX=${UROCE_ECN_DROP_MAX:-160}  # of ~20,000 data frames
+# 1 % of the ~20,000 data frames: runs of the dcqcn half dropped 20, 66 and 168 (the drops come
+# at flow starts and after the READ phase, doc/congestion.md); none dropped 334 to 1,136.
+DROP_MAX=${UROCE_ECN_DROP_MAX:-200}
 CONTRAST=3
 N64K=${UROCE_ECN_N64K:-64}
 N1M=${UROCE_ECN_N1M:-2}

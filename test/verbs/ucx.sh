@@ -46,33 +46,41 @@ fi
 
 # --- 2. UCP perftests between the daemons
 PORT=$((30000 + (ID % 20000)))
-perf() {  # perf TLS TEST
-  local tls=$1 test=$2
+# pair LABEL ENV CLIENT_ARGS...: ucx_perftest server on B, client on A, both under `env ENV`
+# (words), the client with CLIENT_ARGS (a UCT server learns the test from the client). Both must
+# exit 0 and the client print a "Final:" row of 2000 iterations.
+pair() {
+  local label=$1 envs=$2 up=0 rc_c=1 rc_s
+  shift 2
   PORT=$((PORT + 1))
-  on "$SOCK_B" env UCX_TLS="$tls,self" UCX_NET_DEVICES=uroce0:1 timeout 90 "$RUN" --dev-nodes -- \
-    ucx_perftest -p "$PORT" >"$WORK/server.log" 2>&1 &
+  # shellcheck disable=SC2086  # ENV is words
+  on "$SOCK_B" env $envs timeout 90 "$RUN" --dev-nodes -- ucx_perftest -p "$PORT" \
+    >"$WORK/server.log" 2>&1 &
   PID_S=$!
-  local up=0
   for _ in $(seq 200); do
     if ss -ltnH "sport = :$PORT" 2>/dev/null | grep -q .; then up=1; break; fi
     kill -0 "$PID_S" 2>/dev/null || break
     sleep 0.1
   done
-  local rc_c=1 rc_s
   if [ $up -eq 1 ]; then
-    on "$SOCK_A" env UCX_TLS="$tls,self" UCX_NET_DEVICES=uroce0:1 timeout 90 "$RUN" --dev-nodes -- \
-      ucx_perftest -p "$PORT" -t "$test" -n 2000 -s 65536 127.0.0.1 >"$WORK/client.log" 2>&1
+    # shellcheck disable=SC2086
+    on "$SOCK_A" env $envs timeout 90 "$RUN" --dev-nodes -- ucx_perftest -p "$PORT" "$@" \
+      127.0.0.1 >"$WORK/client.log" 2>&1
     rc_c=$?
   fi
   wait "$PID_S"; rc_s=$?
   PID_S=""
   if [ $rc_c -eq 0 ] && [ $rc_s -eq 0 ] && grep -qE "^Final: +2000 " "$WORK/client.log"; then
-    pass "ucx_perftest $test over $tls: $(grep -E '^Final:' "$WORK/client.log" | tr -s ' ')"
+    pass "$label: $(grep -E '^Final:' "$WORK/client.log" | tr -s ' ')"
   else
-    fail "ucx_perftest $test over $tls: client exit $rc_c, server exit $rc_s (listening: $up)"
+    fail "$label: client exit $rc_c, server exit $rc_s (listening: $up)"
     sed 's/^/  server: /' "$WORK/server.log" | tail -20
     sed 's/^/  client: /' "$WORK/client.log" | tail -20
   fi
+}
+perf() {  # perf TLS TEST: UCP, 2000 x 64 KB
+  pair "ucx_perftest $2 over $1" "UCX_TLS=$1,self UCX_NET_DEVICES=uroce0:1" \
+    -t "$2" -n 2000 -s 65536
 }
 for _ in $(seq "$RUNS"); do
   perf ud_verbs tag_bw
@@ -83,29 +91,7 @@ done
 
 # --- 3. UCT perftests between the daemons (the server learns the test from the client)
 uct() {  # uct TL TEST DATA_LAYOUT SIZE
-  local tl=$1 test=$2 layout=$3 size=$4 rc_c=1 rc_s up=0
-  PORT=$((PORT + 1))
-  on "$SOCK_B" timeout 90 "$RUN" --dev-nodes -- ucx_perftest -p "$PORT" >"$WORK/server.log" 2>&1 &
-  PID_S=$!
-  for _ in $(seq 200); do
-    if ss -ltnH "sport = :$PORT" 2>/dev/null | grep -q .; then up=1; break; fi
-    kill -0 "$PID_S" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ $up -eq 1 ]; then
-    on "$SOCK_A" timeout 90 "$RUN" --dev-nodes -- ucx_perftest -p "$PORT" -x "$tl" -d uroce0:1 \
-      -t "$test" -D "$layout" -s "$size" -n 2000 127.0.0.1 >"$WORK/client.log" 2>&1
-    rc_c=$?
-  fi
-  wait "$PID_S"; rc_s=$?
-  PID_S=""
-  if [ $rc_c -eq 0 ] && [ $rc_s -eq 0 ] && grep -qE "^Final: +2000 " "$WORK/client.log"; then
-    pass "UCT $test -D $layout -s $size over $tl: $(grep -E '^Final:' "$WORK/client.log" | tr -s ' ')"
-  else
-    fail "UCT $test -D $layout -s $size over $tl: client exit $rc_c, server exit $rc_s (listening: $up)"
-    sed 's/^/  server: /' "$WORK/server.log" | tail -10
-    sed 's/^/  client: /' "$WORK/client.log" | tail -10
-  fi
+  pair "UCT $2 -D $3 -s $4 over $1" "" -x "$1" -d uroce0:1 -t "$2" -D "$3" -s "$4" -n 2000
 }
 uct rc_verbs put_bw zcopy 65536
 uct rc_verbs get zcopy 65536

@@ -68,6 +68,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/fake_port_view.h"
 #include "../support/loop_port.h"
 #include "client/client.h"
 #include "ctl/server.h"
@@ -106,27 +107,8 @@ struct LoopPort : test::LoopQueue {
 };
 using test::SteadyClock;
 
-const wire::Gid kOwnGid = wire::Gid::from_ipv4(10, 9, 0, 1);
-
-class FakePort : public daemon::PortView {
- public:
-  const uint8_t *mac() const noexcept override { return mac_; }
-  uint32_t eth_mtu() const noexcept override { return 1500; }
-  Mtu ib_mtu() const noexcept override { return Mtu::k1024; }
-  size_t gid_count() const noexcept override { return 1; }
-  wire::Gid gid(size_t) const noexcept override { return kOwnGid; }
-  uint8_t dscp() const noexcept override { return 0; }
-  const char *ibdev_name() const noexcept override { return "uroce0"; }
-  bool link_up() const noexcept override { return true; }
-  int resolve(const wire::Gid &g, uint8_t mac_out[6]) noexcept override {
-    static const uint8_t peer[6] = {0x02, 0, 0, 0, 0x09, 0x02};
-    std::memcpy(mac_out, g == kOwnGid ? mac_ : peer, 6);
-    return 0;
-  }
-
- private:
-  uint8_t mac_[6] = {0x02, 0, 0, 0, 0x09, 0x01};
-};
+const wire::Gid kOwnGid = test::kLoopGid;
+using FakePort = test::LoopPortView;
 
 using Eng = Engine<LoopPort, SteadyClock, RingQueues>;
 

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -2222,13 +2223,41 @@ TEST_F(Verbs, OtherAppKilledMidTransfer) {
       int st = 0;
       EXPECT_EQ(waitpid(pid, &st, 0), pid);
       reaper.pid = -1;
-      EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+      EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
+          << "the writer stopped by itself before the kill: exit status " << WEXITSTATUS(st);
     }
   }
   // New contexts still work on both daemons.
   Side c2;
   c2.open(0, 4096, 16);
   c2.close();
+}
+
+// The non-zero counters of every daemon in UROCE_SOCKET (uroce-stat at UROCE_STAT; nothing
+// without it): per QP its PSNs, timeouts, retransmits and NAKs, the engines' drops, the ports,
+// the lcores. Printed when something fails, so that a failure seen once in CI can be told
+// apart from starvation (doc/verbs.md).
+void dump_counters(const char *when) {
+  const char *stat = getenv("UROCE_STAT");
+  const char *socks = getenv("UROCE_SOCKET");
+  if (stat == nullptr || *stat == 0 || socks == nullptr) return;
+  std::fflush(stdout);
+  const std::string all = socks;
+  size_t start = 0;
+  for (int d = 0; start <= all.size(); ++d) {
+    const size_t end = std::min(all.find(':', start), all.size());
+    const std::string sock = all.substr(start, end - start);
+    start = end + 1;
+    const std::string cmd = std::string("env -u LD_LIBRARY_PATH -u LD_PRELOAD '") + stat +
+                            "' -s '" + sock + "' 2>&1 | awk '$2 != \"0\"'";
+    std::fprintf(stderr, "--- counters of daemon %d (%s) at %s\n", d, sock.c_str(), when);
+    if (FILE *f = popen(cmd.c_str(), "r")) {
+      char line[256];
+      while (fgets(line, sizeof line, f) != nullptr)
+        std::fputs(line, stderr);
+      pclose(f);
+    }
+  }
 }
 
 int writer_main() {
@@ -2271,7 +2300,14 @@ int writer_main() {
     if (ibv_post_send(x, &wr, &bad)) return 8;
     if (i >= 8) {
       ibv_wc wc;
-      if (!poll_one(s[0].cq, &wc) || wc.status != IBV_WC_SUCCESS) return 9;
+      if (!poll_one(s[0].cq, &wc) || wc.status != IBV_WC_SUCCESS) {
+        // Only a kill is expected to stop it: say why it stopped (on the test's stderr).
+        std::fprintf(stderr, "writer: WR %lu of QP %u: %s\n", static_cast<unsigned long>(i - 8),
+                     x->qp_num,
+                     wc.status == IBV_WC_SUCCESS ? "no completion" : ibv_wc_status_str(wc.status));
+        dump_counters("the writer's failure");
+        return 9;
+      }
       if (!told) {
         if (write(1, "R\n", 2) != 2) return 10;
         told = true;
@@ -2280,12 +2316,27 @@ int writer_main() {
   }
 }
 
+// At a test's first failed assertion, while its QPs still exist: both daemons' counters.
+class CounterDump : public ::testing::EmptyTestEventListener {
+ public:
+  void OnTestStart(const ::testing::TestInfo &) override { dumped_ = false; }
+  void OnTestPartResult(const ::testing::TestPartResult &r) override {
+    if (!r.failed() || dumped_) return;
+    dumped_ = true;
+    dump_counters("the first failure");
+  }
+
+ private:
+  bool dumped_ = false;
+};
+
 }  // namespace
 
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--writer") == 0) return writer_main();
   g_list = ibv_get_device_list(&g_ndev);
   ::testing::InitGoogleTest(&argc, argv);
+  ::testing::UnitTest::GetInstance()->listeners().Append(new CounterDump);
   const int rc = RUN_ALL_TESTS();
   if (g_list) ibv_free_device_list(g_list);
   return rc;

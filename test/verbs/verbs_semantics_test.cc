@@ -2195,8 +2195,9 @@ TEST_F(Verbs, OtherAppKilledMidTransfer) {
       }
     }
   } reaper{pid};
-  // Our pair shares the path with the writer's 8 MB in flight: on two loaded vCPUs its ACKs can
-  // come later than 8 x 67 ms (timeout 14, the default), so it gets 8 x 1.07 s (timeout 18).
+  // Our pair shares the path with the writer's traffic: on two loaded vCPUs its ACKs can come
+  // later than 8 x 67 ms (timeout 14, the default), so it gets 8 x 1.07 s (timeout 18), as the
+  // writer's own pair does (doc/verbs.md, the busy-mode run).
   ConnOpts o;
   o.timeout = 18;
   pair(o, o);
@@ -2281,7 +2282,10 @@ int writer_main() {
   }
   ibv_qp *x = make_qp(s[0]), *y = make_qp(s[1]);
   if (!x || !y) return 6;
+  // Only the kill may stop it: a daemon kept off its core for more than 8 x 67 ms (seen at
+  // load 30 on two vCPUs, either poll mode) must not end its WRITEs in RETRY_EXC_ERR first.
   ConnOpts o;
+  o.timeout = 18;
   if (to_init(x, o) || to_init(y, o) || to_rtr(x, s[1].gid, y->qp_num, o) ||
       to_rtr(y, s[0].gid, x->qp_num, o) || to_rts(x, o) || to_rts(y, o))
     return 7;

@@ -363,7 +363,7 @@ fairness() {
     read -r n1 n2 < <(psn_pair)
     d0=$(shaper_drops)
     FD_1=0 FD_2=0
-    for _ in $(seq 1200); do  # the window: FAIR_PKTS packets (bounded: 120 s and a few)
+    for _ in $(seq 600); do  # the window: FAIR_PKTS packets (bounded: 120 s and a few)
       kill -0 "$PID_APP1" 2>/dev/null && kill -0 "$PID_APP2" 2>/dev/null || break
       sleep 0.2
       read -r p0 p1 < <(psn_pair)

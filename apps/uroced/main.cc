@@ -72,6 +72,16 @@ void set_line_rate(const port::EthPort &p, transport::EngineConfig *e) {
                 p.link_speed_mbps() ? "link speed" : "no link speed reported: default");
 }
 
+// Every port's congestion-control totals (port.NAME.cc.*, doc/congestion.md): the first port's
+// summed over its workers' engines, each further port's from its one engine, which runs on the
+// main lcore (the control thread, where stats hooks run).
+void add_all_cc_stats(const port::EthPort &first, Daemon &daemon, MainLoop &loop,
+                      std::vector<ctl::StatEntry> &v) {
+  add_port_cc_stats(first.name(), daemon.cc_totals(), v);
+  for (const PortDevice &d : loop.devices())
+    add_port_cc_stats(d.port->name(), d.engine->cc_totals(), v);
+}
+
 void usage(FILE *f) {
   std::fprintf(f,
                "usage: uroced [-c FILE] [--set SECTION.KEY=VALUE]... [--check]\n"
@@ -341,6 +351,7 @@ int run(int argc, char **argv) {
     daemon.set_stats_hook([&ports, &daemon, &loop, &wloops, &cms](std::vector<ctl::StatEntry> &v) {
       for (auto &p : ports)
         add_port_stats(*p, v);
+      add_all_cc_stats(*ports[0], daemon, loop, v);
       cms[0]->add_stats(v);
       if (const IdleCounters *ic = loop.idle_counters())
         add_idle_stats(0, *ic, v);
@@ -392,11 +403,13 @@ int run(int argc, char **argv) {
       CmService *cm = cms.back().get();
       port_daemons.back()->set_cm(cm);
       if (!sleepers.empty()) port_daemons.back()->set_sleepers({sleepers[0]});
-      port_daemons.back()->set_stats_hook([&ports, cm](std::vector<ctl::StatEntry> &v) {
-        for (auto &p : ports)
-          add_port_stats(*p, v);
-        cm->add_stats(v);
-      });
+      port_daemons.back()->set_stats_hook(
+          [&ports, cm, &daemon, &loop](std::vector<ctl::StatEntry> &v) {
+            for (auto &p : ports)
+              add_port_stats(*p, v);
+            add_all_cc_stats(*ports[0], daemon, loop, v);
+            cm->add_stats(v);
+          });
       loop.devices()[i - 1].daemon = port_daemons.back().get();
       loop.devices()[i - 1].cm = cm;
     }

@@ -77,6 +77,11 @@ struct DaemonOptions {
   uint32_t doorbell_budget = 64;  // doorbells taken from one session per pass
 };
 
+// Appends port.PORT.cc.* (doc/congestion.md, Counters) for the totals `t` of a port's engines;
+// nothing when a name would not fit in a StatEntry.
+void add_port_cc_stats(const std::string &port, const transport::CcTotals &t,
+                       std::vector<ctl::StatEntry> &v);
+
 // The engine of every worker: its queues are the apps' shared-memory rings (doc/ipc.md, "One
 // queue, one copy").
 using DaemonEngine = transport::EngineCoreT<transport::RingQueues>;
@@ -143,6 +148,9 @@ class Daemon : public ctl::Handler {
   size_t session_count() const noexcept { return sessions_.size(); }
   // Control-server client ids of the connected apps (e.g. to send them kShutdown).
   std::vector<uint64_t> session_ids() const;
+  // Congestion-control totals of every engine (the port's: uroced's port.P.cc.*), each read on
+  // its worker. Control thread.
+  transport::CcTotals cc_totals();
   // Extra counters appended to kStats replies (uroced adds the port's).
   using StatsHook = std::function<void(std::vector<ctl::StatEntry> &)>;
   void set_stats_hook(StatsHook h) { stats_hook_ = std::move(h); }

@@ -229,6 +229,32 @@ int Daemon::do_stats(Session &, ctl::Message &m, Reply &r) {
   return 0;
 }
 
+transport::CcTotals Daemon::cc_totals() {
+  transport::CcTotals t;
+  for (unsigned w = 0; w < w_.size(); ++w) {
+    transport::CcTotals x;
+    run_on(w, [&] { x = w_[w]->eng->cc_totals(); });
+    t.add(x);
+  }
+  return t;
+}
+
+void add_port_cc_stats(const std::string &port, const transport::CcTotals &t,
+                       std::vector<ctl::StatEntry> &v) {
+  const std::string pre = "port." + port + ".cc.";
+  if (pre.size() + sizeof("throttled_rate_sum_mbps") > sizeof(ctl::StatEntry::name)) return;
+  add_stat(v, pre + "ce_seen", t.ce_seen);
+  add_stat(v, pre + "cnp_sent", t.cnp_sent);
+  add_stat(v, pre + "cnp_rcvd", t.cnp_rcvd);
+  add_stat(v, pre + "cnps_handled", t.cnps_handled);
+  add_stat(v, pre + "rate_cuts", t.rate_cuts);
+  add_stat(v, pre + "rate_increases", t.rate_increases);
+  add_stat(v, pre + "releases", t.releases);
+  add_stat(v, pre + "throttled_qps", t.throttled_qps);
+  add_stat(v, pre + "throttled_rate_sum_mbps", static_cast<uint64_t>(t.throttled_rate_sum_mbps));
+  add_stat(v, pre + "throttled_rate_min_mbps", static_cast<uint64_t>(t.throttled_rate_min_mbps));
+}
+
 BridgeCounters Daemon::counters(bool stopped) {
   BridgeCounters t = mctr_;
   for (unsigned w = 0; w < w_.size(); ++w) {

@@ -14,19 +14,21 @@ namespace uroce::telemetry {
 
 const Command kCommands[] = {
     {"/uroce/daemon", "daemon.", Command::kGroup,
-     "Daemon-wide object counts and sessions. No parameters"},
+     "Daemon-wide object counts and sessions. No parameters", ""},
     {"/uroce/bridge", "bridge.", Command::kGroup,
-     "Shared-memory ring bridge: doorbells, WQEs, CQEs, events. No parameters"},
+     "Shared-memory ring bridge: doorbells, WQEs, CQEs, events. No parameters", ""},
     {"/uroce/engine", "engine.", Command::kGroup,
-     "Transport engines: packets, drops by reason. No parameters"},
-    {"/uroce/ports", "port.", Command::kList, "Port names. No parameters"},
-    {"/uroce/port", "port.", Command::kItem, "One port's counters. Parameters: port name"},
-    {"/uroce/workers", "worker.", Command::kList, "Worker lcores. No parameters"},
-    {"/uroce/worker", "worker.", Command::kItem, "One worker's counters. Parameters: worker"},
-    {"/uroce/qps", "qp.", Command::kList, "QP numbers. No parameters"},
-    {"/uroce/qp", "qp.", Command::kItem, "One QP's counters. Parameters: QP number"},
-    {"/uroce/sessions", "session.", Command::kList, "App session ids. No parameters"},
-    {"/uroce/session", "session.", Command::kItem, "One app session. Parameters: session id"},
+     "Transport engines: packets, drops by reason. No parameters", ""},
+    {"/uroce/ports", "port.", Command::kList, "Port names. No parameters", ""},
+    {"/uroce/port", "port.", Command::kItem, "One port's counters. Parameters: port name", ""},
+    {"/uroce/cc", "port.", Command::kItem,
+     "One port's congestion-control totals (port.NAME.cc.*). Parameters: port name", "cc."},
+    {"/uroce/workers", "worker.", Command::kList, "Worker lcores. No parameters", ""},
+    {"/uroce/worker", "worker.", Command::kItem, "One worker's counters. Parameters: worker", ""},
+    {"/uroce/qps", "qp.", Command::kList, "QP numbers. No parameters", ""},
+    {"/uroce/qp", "qp.", Command::kItem, "One QP's counters. Parameters: QP number", ""},
+    {"/uroce/sessions", "session.", Command::kList, "App session ids. No parameters", ""},
+    {"/uroce/session", "session.", Command::kItem, "One app session. Parameters: session id", ""},
 };
 const unsigned kNumCommands = sizeof(kCommands) / sizeof(kCommands[0]);
 
@@ -35,7 +37,7 @@ int select(const Command &c, const char *param, const std::vector<ctl::StatEntry
   const bool has_param = param != nullptr && *param != 0;
   if ((c.kind == Command::kItem) != has_param) return -EINVAL;
   std::string prefix = c.prefix;
-  if (c.kind == Command::kItem) prefix += std::string(param) + ".";
+  if (c.kind == Command::kItem) prefix += std::string(param) + "." + c.sub;
   std::map<std::string, uint64_t> listed;  // kList: component -> number of counters
   out->clear();
   for (const ctl::StatEntry &e : stats) {

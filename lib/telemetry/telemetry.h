@@ -17,12 +17,14 @@ namespace uroce::telemetry {
 // One /uroce/ command: the counters whose names start with `prefix`.
 //   kGroup: every such counter, keyed by the name without the prefix (/uroce/engine);
 //   kList:  the distinct next name components (/uroce/qps: the QPNs);
-//   kItem:  needs a parameter P: the counters under prefix + P + "." (/uroce/qp,17).
+//   kItem:  needs a parameter P: the counters under prefix + P + "." + sub (/uroce/qp,17;
+//           /uroce/cc,p0: port.p0.cc.*).
 struct Command {
   const char *name;    // "/uroce/engine"
   const char *prefix;  // "engine."
   enum Kind { kGroup, kList, kItem } kind;
   const char *help;
+  const char *sub;  // kItem: below the item ("cc.", or "")
 };
 extern const Command kCommands[];
 extern const unsigned kNumCommands;

@@ -27,7 +27,10 @@ void EngineCoreT<Q>::cc_stop(Qp &qp) noexcept {
   wheel_.cancel(&qp.pace_timer);
   qp.paced = false;
   qp.pacer.set_rate(0, 0, now_);
-  if (cfg_.dcqcn) qp.rp.init(cfg_.dcqcn, cfg_.line_rate_mbps);
+  if (cfg_.dcqcn) {
+    cc_retire(qp.rp.stats());  // the engine's totals outlive the QP's RP (cc_totals.cc)
+    qp.rp.init(cfg_.dcqcn, cfg_.line_rate_mbps);
+  }
 }
 
 template <class Q>

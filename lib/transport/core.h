@@ -96,7 +96,33 @@ struct EngineCounters {
   // Shared rings: WQEs copied from SQ rings, receive WQEs taken from RQ / SRQ rings, and
   // copies that failed the checks (each completes in error, or IBV_EVENT_SRQ_ERR).
   uint64_t sq_wqes = 0, rq_wqes = 0, bad_wqes = 0;
+  // ECN / CNP events of every QP the engine ever had (as QpCounters::ce_seen, cnp_*).
+  uint64_t ce_seen = 0, cnp_sent = 0, cnp_rcvd = 0;
   uint64_t drop(DropReason r) const noexcept { return drops[static_cast<size_t>(r)]; }
+};
+
+// Congestion-control totals of one engine, or summed over the engines of a port (uroce-stat
+// port.P.cc.*, doc/congestion.md). The counters count every QP the engine ever had, destroyed
+// or reset ones included; throttled_* describe the QPs throttled now (min: 0 when none).
+struct CcTotals {
+  uint64_t ce_seen = 0, cnp_sent = 0, cnp_rcvd = 0;
+  uint64_t cnps_handled = 0, rate_cuts = 0, rate_increases = 0, releases = 0;  // RP stats
+  uint64_t throttled_qps = 0;
+  double throttled_rate_sum_mbps = 0, throttled_rate_min_mbps = 0;
+  void add(const CcTotals &o) noexcept {
+    ce_seen += o.ce_seen;
+    cnp_sent += o.cnp_sent;
+    cnp_rcvd += o.cnp_rcvd;
+    cnps_handled += o.cnps_handled;
+    rate_cuts += o.rate_cuts;
+    rate_increases += o.rate_increases;
+    releases += o.releases;
+    if (o.throttled_qps != 0 &&
+        (throttled_qps == 0 || o.throttled_rate_min_mbps < throttled_rate_min_mbps))
+      throttled_rate_min_mbps = o.throttled_rate_min_mbps;
+    throttled_qps += o.throttled_qps;
+    throttled_rate_sum_mbps += o.throttled_rate_sum_mbps;
+  }
 };
 
 struct AsyncEventRecord {
@@ -251,6 +277,8 @@ class EngineCoreT {
     const Qp *q = find_qp(qpn);
     return q ? &q->rp : nullptr;
   }
+  // The engine's congestion-control totals (cc_totals.cc): O(max_qp), for introspection only.
+  CcTotals cc_totals() const noexcept;
   // Earliest time a timer may fire (UINT64_MAX if none): lets a test advance its fake clock.
   uint64_t next_timer_ns() const noexcept { return wheel_.next_expiry_hint(); }
   // Bytes a QP with this init attr occupies while idle (tables + its queues).
@@ -418,10 +446,12 @@ class EngineCoreT {
   bool cc_may_send(Qp &qp, uint32_t bytes) noexcept;
   void cc_sent(Qp &qp, uint32_t bytes) noexcept;
   void cc_apply(Qp &qp) noexcept;  // the pacer follows the RP's rate; its deadline re-armed
+  void cc_retire(const DcqcnRp::Stats &s) noexcept;  // cc_stop: into cc_retired_ (cc_totals.cc)
 
   EngineConfig cfg_;
   EngineCounters ctr_;
-  uint64_t now_ = 0;  // time of the current poll / rx (set by Engine)
+  DcqcnRp::Stats cc_retired_;  // the RP stats of QPs since reset, errored or destroyed
+  uint64_t now_ = 0;           // time of the current poll / rx (set by Engine)
   TimerWheel wheel_;
   std::unique_ptr<ObjectTables> own_tables_;  // when cfg.tables is null
   ObjectTables &tab_;

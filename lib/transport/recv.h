@@ -73,6 +73,7 @@ void Engine<Port, Clk, Q>::rx(const uint8_t *frame, uint32_t len, uint64_t now_n
 template <TxPort Port, Clock Clk, class Q>
 void Engine<Port, Clk, Q>::rx_cnp(Qp &qp) noexcept {
   ++qp.stats.cnp_rcvd;
+  ++ctr_.cnp_rcvd;
   this->cc_cnp(qp);
   if (cfg_.hooks.on_cnp_received) cfg_.hooks.on_cnp_received(cfg_.hooks.ctx, qp.qpn, now_);
 }
@@ -80,6 +81,7 @@ void Engine<Port, Clk, Q>::rx_cnp(Qp &qp) noexcept {
 template <TxPort Port, Clock Clk, class Q>
 void Engine<Port, Clk, Q>::note_ce(Qp &qp) noexcept {
   ++qp.stats.ce_seen;
+  ++ctr_.ce_seen;
   if (cfg_.hooks.on_ce) cfg_.hooks.on_ce(cfg_.hooks.ctx, qp.qpn, now_);
   // Notification point (DCQCN): at most one CNP per QP per interval, to the QP that sent the
   // marked packet (our peer). UD has no single peer; the hook alone reports it.

@@ -73,6 +73,7 @@ bool Engine<Port, Clk, Q>::send_cnp(Qp &qp) noexcept {
   const int rc = tx_frame(d, [](uint8_t *) { return true; });
   if (rc == kTxNoBuffer) return false;
   ++qp.stats.cnp_sent;
+  ++ctr_.cnp_sent;
   ++qp.stats.tx_pkts;
   qp.cnp_ever = true;
   qp.last_cnp_ns = now_;

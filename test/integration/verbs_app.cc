@@ -22,6 +22,10 @@
 //                                  with DIR, creates DIR/done and waits (up to 60 s) for
 //                                  DIR/release before destroying the QPs (the loss test reads
 //                                  their counters with uroce-stat meanwhile).
+//   verbs_app stream SOCK_A SOCK_B DIR   one RC pair, "QPN_A QPN_B" in DIR/qpns, then 64 KiB
+//                                  WRITEs (8 in flight, each checked in B) until DIR/stop
+//                                  exists; then "QPN_A QPN_B MESSAGES" in DIR/done, and waits
+//                                  (up to 60 s) for DIR/release before destroying the QPs.
 //   verbs_app victim SOCK_A SOCK_B DIR   the attacker test's legitimate app (uroced_attack.sh):
 //                                  one RC pair (random initial PSN), writes "QPN_A QPN_B" to
 //                                  DIR/qpns, then rounds until DIR/stop (at most 600 s): WRITE
@@ -1254,8 +1258,12 @@ constexpr size_t kBulkBuf = 8u << 20;  // eight 1 MiB slots per side
 constexpr int kBulkWaitMs = 60'000;    // one message, lossy path, two busy daemons
 
 // Runs `n` messages of `len` bytes of one kind (kWrWrite, kWrRead or kWrSend) A -> B with up
-// to `depth` in flight, checking each where it lands. Returns false on the first failure.
-bool bulk_run(Side &A, Side &B, Pair &p, uint8_t op, uint32_t len, uint32_t n, uint32_t tag) {
+// to `depth` in flight, checking each where it lands. With `stop`, runs until that file exists
+// (then lets the messages in flight complete); *sent gets the number of messages. Returns
+// false on the first failure.
+bool bulk_run(Side &A, Side &B, Pair &p, uint8_t op, uint32_t len, uint32_t n, uint32_t tag,
+              const std::string *stop = nullptr, uint32_t *sent = nullptr) {
+  if (stop != nullptr) n = UINT32_MAX;
   // Up to 8 messages and 2 MiB in flight: a loss makes go-back-N resend what was in flight
   // after it, so a larger window mostly adds retransmissions (and capture volume).
   const uint32_t depth =
@@ -1319,7 +1327,9 @@ bool bulk_run(Side &A, Side &B, Pair &p, uint8_t op, uint32_t len, uint32_t n, u
       return false;
     }
     ++done;
+    if (stop != nullptr && n == UINT32_MAX && access(stop->c_str(), F_OK) == 0) n = posted;
   }
+  if (sent != nullptr) *sent = n;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("ok: RC %s %u x %u B, every message checked (%.2f s, %.1f MB/s)\n", what, n, len, s,
               n * static_cast<double>(len) / 1e6 / (s > 0 ? s : 1));
@@ -1348,6 +1358,31 @@ int bulk(const char *sa, const char *sb, uint32_t n64k, uint32_t n1m, const char
     std::fclose(f);
     CHECK(wait_file(d + "/release"), "no %s/release within %d ms", dir, 2 * kWaitMs);
   }
+  CHECK(A.ctx->destroy_qp(*p.a) == 0 && B.ctx->destroy_qp(*p.b) == 0, "destroy RC QPs");
+  std::printf("%d failure(s)\n", g_fails);
+  return g_fails ? 1 : 0;
+}
+
+// ---- a steady load: 64 KiB WRITEs on one RC pair until DIR/stop (the ECN fairness test) ----
+int stream(const char *sa, const char *sb, const char *dir) {
+  Side A, B;
+  open_side(A, "A", sa, kBulkBuf);
+  open_side(B, "B", sb, kBulkBuf);
+  Pair p = connect_pair(A, B, kRc, 0, 16);  // ACK timeout 268 ms, as bulk
+  const std::string d = dir;
+  FILE *f = std::fopen((d + "/qpns").c_str(), "w");
+  REQUIRE(f != nullptr, "cannot create %s/qpns", dir);
+  std::fprintf(f, "%u %u\n", p.a->qpn, p.b->qpn);
+  std::fclose(f);
+  std::printf("ok: RC QPs connected: A %u <-> B %u\n", p.a->qpn, p.b->qpn);
+  const std::string stop = d + "/stop";
+  uint32_t sent = 0;
+  bulk_run(A, B, p, kWrWrite, 64 << 10, 0, 1, &stop, &sent);
+  f = std::fopen((d + "/done").c_str(), "w");
+  REQUIRE(f != nullptr, "cannot create %s/done", dir);
+  std::fprintf(f, "%u %u %u\n", p.a->qpn, p.b->qpn, sent);
+  std::fclose(f);
+  CHECK(wait_file(d + "/release"), "no %s/release within %d ms", dir, 2 * kWaitMs);
   CHECK(A.ctx->destroy_qp(*p.a) == 0 && B.ctx->destroy_qp(*p.b) == 0, "destroy RC QPs");
   std::printf("%d failure(s)\n", g_fails);
   return g_fails ? 1 : 0;
@@ -1533,6 +1568,7 @@ int main(int argc, char **argv) {
     return bulk(argv[2], argv[3], static_cast<uint32_t>(std::strtoul(argv[4], nullptr, 0)),
                 static_cast<uint32_t>(std::strtoul(argv[5], nullptr, 0)),
                 argc == 7 ? argv[6] : nullptr);
+  if (argc == 5 && std::strcmp(argv[1], "stream") == 0) return stream(argv[2], argv[3], argv[4]);
   if (argc == 6 && std::strcmp(argv[1], "resolve") == 0 &&
       (std::strcmp(argv[5], "ok") == 0 || std::strcmp(argv[5], "unreachable") == 0))
     return resolve(argv[2], static_cast<uint32_t>(std::strtoul(argv[3], nullptr, 0)), argv[4],
@@ -1542,7 +1578,7 @@ int main(int argc, char **argv) {
   std::fprintf(stderr,
                "usage: verbs_app run|hold SOCK_A SOCK_B | fuzz SOCK_A SOCK_B SEED ROUNDS |\n"
                "                 responder|requester SOCK DIR | placement SOCK WORKERS |\n"
-               "                 bulk SOCK_A SOCK_B N_64K N_1M [DIR] |\n"
+               "                 bulk SOCK_A SOCK_B N_64K N_1M [DIR] | stream SOCK_A SOCK_B DIR |\n"
                "                 victim SOCK_A SOCK_B DIR |\n"
                "                 resolve SOCK SGID_INDEX DGID ok|unreachable\n");
   return 2;

@@ -28,6 +28,11 @@ not) without a malformed mark or expert info; every RoCE frame must have the pro
 and the BTH opcode / QPN / PSN (and AETH syndrome) this script parses, and tshark's opcode
 counts must equal uroce-pcap-check's.
 
+With --cnps N (--daemon): the capture must hold exactly N CNPs (opcode 0x81), each dissected
+by tshark as RoCE with the BTH our parse gives; with --cnp-dscp D every IPv4 CNP must carry
+DSCP D, ECN 00 and P_Key 0xFFFF; with --min-ce N at least N RoCE frames must carry CE
+(uroced_ecn.sh: the receiver's capture of a marking bottleneck).
+
 Third mode, --lanes: the captures of two uroced joined to each other, each with several
 workers (uroced_pair.sh with WORKERS=2), hold every RoCE frame of every lane. For each daemon D
 (IPv4 address, capture, log) and its peer P:
@@ -40,7 +45,8 @@ workers (uroced_pair.sh with WORKERS=2), hold every RoCE frame of every lane. Fo
     16..23 == 1): received by D's worker-1 QPs, and sent to P's worker-1 QPs.
 
 Usage: check_capture.py CAPTURE_TRAFFIC UROCE_PCAP_CHECK TSHARK WORKDIR
-       check_capture.py --daemon UROCE_PCAP_CHECK TSHARK MIN_ROCE PCAP...
+       check_capture.py --daemon [--cnps N] [--cnp-dscp D] [--min-ce N] UROCE_PCAP_CHECK TSHARK
+                        MIN_ROCE PCAP...
        check_capture.py --lanes IP_A PCAP_A LOG_A IP_B PCAP_B LOG_B
 """
 
@@ -231,7 +237,7 @@ def compare_with_tshark(name, frames, ours, counts, tshark, pcap, cnp_dscp=None)
         fail(f"{name}: tshark and uroce-pcap-check opcode counts differ (tshark, tool): {diff}")
 
 
-def check_daemon_capture(pcap, tool, tshark, min_roce):
+def check_daemon_capture(pcap, tool, tshark, min_roce, cnps=None, cnp_dscp=None, min_ce=0):
     """A capture uroced wrote: RoCE frames plus ARP / ND (see the module docstring)."""
     name = os.path.basename(pcap)
     frames = read_pcap(pcap)
@@ -247,9 +253,18 @@ def check_daemon_capture(pcap, tool, tshark, min_roce):
         diff = {hex(o): (mine[o], counts.get(o, 0)) for o in set(mine) | set(counts)
                 if mine[o] != counts.get(o, 0)}
         fail(f"{name}: our opcode counts differ from uroce-pcap-check's (ours, tool): {diff}")
-    compare_with_tshark(name, frames, ours, counts, tshark, pcap)
+    n_cnp = mine[0x81]
+    if cnps is not None and n_cnp != cnps:
+        fail(f"{name}: {n_cnp} CNPs (opcode 0x81) in the capture, expected {cnps}")
+    n_ce = sum(1 for p in roce if p["ecn"] == 3)
+    if n_ce < min_ce:
+        fail(f"{name}: {n_ce} CE-marked RoCE frames, expected at least {min_ce}")
+    compare_with_tshark(name, frames, ours, counts, tshark, pcap, cnp_dscp=cnp_dscp)
     print(f"OK: {name}: {len(frames)} frames, {len(roce)} RoCE ({len(counts)} opcodes), every "
-          f"ICRC valid (uroce-pcap-check), tshark: no malformed frame, no expert info")
+          f"ICRC valid (uroce-pcap-check), tshark: no malformed frame, no expert info; "
+          f"{n_cnp} CNPs dissected by tshark (infiniband, opcode 0x81"
+          f"{f', DSCP {cnp_dscp}, ECN 00, P_Key 0xffff' if cnp_dscp is not None else ''}), "
+          f"{n_ce} CE-marked frames")
 
 
 def ipv4_addrs(fr):
@@ -343,12 +358,20 @@ def main():
         a = sys.argv[2:]
         check_lanes([tuple(a[0:3]), tuple(a[3:6])])
         return 0
-    if len(sys.argv) >= 6 and sys.argv[1] == "--daemon":
-        tool, tshark, min_roce = sys.argv[2], sys.argv[3], int(sys.argv[4])
+    if len(sys.argv) >= 2 and sys.argv[1] == "--daemon":
+        args, opts = sys.argv[2:], {}
+        while args and args[0] in ("--cnps", "--cnp-dscp", "--min-ce") and len(args) >= 2:
+            opts[args[0]] = int(args[1])
+            args = args[2:]
+        if len(args) < 4:
+            fail("usage: check_capture.py --daemon [--cnps N] [--cnp-dscp D] [--min-ce N] "
+                 "UROCE_PCAP_CHECK TSHARK MIN_ROCE PCAP...")
+        tool, tshark, min_roce = args[0], args[1], int(args[2])
         if not os.access(tshark, os.X_OK):
             fail(f"tshark not found ({tshark!r}): install the tshark package")
-        for pcap in sys.argv[5:]:
-            check_daemon_capture(pcap, tool, tshark, min_roce)
+        for pcap in args[3:]:
+            check_daemon_capture(pcap, tool, tshark, min_roce, opts.get("--cnps"),
+                                 opts.get("--cnp-dscp"), opts.get("--min-ce", 0))
         return 0
     if len(sys.argv) != 5:
         fail(__doc__.strip().splitlines()[-1])

@@ -13,6 +13,8 @@
 #                              egress is an htb class of 10 Mbit/s, so they arrive late
 #                              (reordered behind the frames that took the direct path),
 #                            the rest forwarded straight (fwd to).
+# The daemons run at nice -5, the app at +10 (UROCE_SOAK_DAEMON_NICE / _APP_NICE); the QPs use
+# timeout 17 (UROCE_SOAK_TIMEOUT): a starved responder daemon fails WRs with RETRY_EXC_ERR.
 # Checked: soak_app exits 0 with "0 failure(s)" (no lost, duplicated or unexpected completion,
 # no data error, every opcode done, UD intact); both daemons alive and answering uroce-stat,
 # daemon.qps 0 after the app; the nft counters show drops, duplicates and detours in both

@@ -13,6 +13,8 @@
 #                              egress is an htb class of 10 Mbit/s, so they arrive late
 #                              (reordered behind the frames that took the direct path),
 #                            the rest forwarded straight (fwd to).
+# The daemons run at nice -5, the app at +10 (UROCE_SOAK_DAEMON_NICE / _APP_NICE); the QPs use
+# timeout 17 (UROCE_SOAK_TIMEOUT): a starved responder daemon fails WRs with RETRY_EXC_ERR.
 # Checked: soak_app exits 0 with "0 failure(s)" (no lost, duplicated or unexpected completion,
 # no data error, every opcode done, UD intact); both daemons alive and answering uroce-stat,
 # daemon.qps 0 after the app; the nft counters show drops, duplicates and detours in both
@@ -55,8 +57,9 @@ pass() { echo "ok: [${SECONDS}s] $*"; }
 netns_cleanup_hook() {
   [ -n "$PID_MON" ] && kill "$PID_MON" 2>/dev/null
   [ -n "$PID_DIAG" ] && kill "$PID_DIAG" 2>/dev/null
+  [ -n "${PID_STARVE:-}" ] && kill "$PID_STARVE" 2>/dev/null
   [ -n "${PID_PAUSE:-}" ] && kill "$PID_PAUSE" 2>/dev/null && kill -CONT "$PID_A" 2>/dev/null
-  [ -n "${CAP:-}" ] && rm -rf "$CAP"
+  [ -n "${CAP:-}" ] && [ -z "${UROCE_SOAK_KEEP_PCAP:-}" ] && rm -rf "$CAP"
   return 0
 }
 
@@ -117,7 +120,12 @@ else
   netns_conf b "$VB" 10.79.0.2 "workers = 1"
 fi
 netns_start_daemons
-pass "two uroced on af_packet behind a lossy, duplicating, reordering path (pids $PID_A, $PID_B)"
+# Every thread of both daemons at nice -5 and the app at +10, as two_uroced.sh and cm_ipv6 run
+# theirs: on the two shared cores, daemons at nice 0 among a dozen other jobs were seen runnable
+# but not scheduled for up to 1.7 s, longer than the QPs' retry budget (doc/security.md, Soak).
+DAEMON_NICE=${UROCE_SOAK_DAEMON_NICE:--5}
+for t in /proc/"$PID_A"/task/* /proc/"$PID_B"/task/*; do renice -n "$DAEMON_NICE" -p "${t##*/}" >/dev/null; done
+pass "two uroced on af_packet behind a lossy, duplicating, reordering path (pids $PID_A, $PID_B, nice $DAEMON_NICE)"
 
 stat() { netns_stat "$@"; }
 sample() {  # sample PID -> "RSS_KB FDS"
@@ -126,7 +134,7 @@ sample() {  # sample PID -> "RSS_KB FDS"
   echo "${rss:-0} $(ls "/proc/$1/fd" 2>/dev/null | wc -l)"
 }
 
-timeout $((SECS + 300)) "$APP" "$WORK/uroced-a.sock" "$WORK/uroced-b.sock" "$SECS" "$NQP" "$$" \
+timeout $((SECS + 300)) nice -n "${UROCE_SOAK_APP_NICE:-10}" "$APP" "$WORK/uroced-a.sock" "$WORK/uroced-b.sock" "$SECS" "$NQP" "$$" \
   >"$WORK/app.log" 2>&1 &
 PID_APP=$!
 T0=$SECONDS
@@ -137,6 +145,7 @@ diagnose() {
   if [ ! -e "$DIAG/first-fail.a" ] && grep -q '^FAIL' "$WORK/app.log"; then
     mkdir -p "$DIAG"
     grep -m1 '^FAIL' "$WORK/app.log" >"$DIAG/first-fail"
+    date -u +%s >"$DIAG/first-fail.time"
     for k in a b; do timeout 30 "$STAT" -s "$WORK/uroced-$k.sock" >"$DIAG/first-fail.$k" 2>&1; done
     echo "  diag: first failure: every counter of both daemons in $DIAG/first-fail.a and .b"
   fi
@@ -169,6 +178,21 @@ diagnose() {
     echo "$((SECONDS - T0)) $(sample "$PID_A") $(sample "$PID_B")"
   done >"$WORK/samples" ) &
 PID_MON=$!
+# Starvation: every 100 ms the run-queue wait of each daemon's polling thread (its main thread,
+# /proc/PID/schedstat: ns spent runnable but not running, credited when it next runs); a line
+# per wait longer than 100 ms, with the time, into WORK/starved (and DIAG after a failure).
+( declare -A last
+  while sleep 0.1; do
+    for k in a b; do
+      [ $k = a ] && p=$PID_A || p=$PID_B
+      read -r _ w _ <"/proc/$p/schedstat" 2>/dev/null || continue
+      if [ -n "${last[$k]:-}" ] && [ $((w - last[$k])) -gt 100000000 ]; then
+        echo "$(date +%s.%N | cut -c1-14) $k $(((w - last[$k]) / 1000000))"
+      fi
+      last[$k]=$w
+    done
+  done >"$WORK/starved" ) &
+PID_STARVE=$!
 ( while sleep 5; do diagnose; done >>"$WORK/diag.log" 2>&1 ) &
 PID_DIAG=$!
 PID_PAUSE=""
@@ -189,11 +213,19 @@ if [ -n "$PID_PAUSE" ]; then
   kill -CONT "$PID_A" 2>/dev/null
   PID_PAUSE=""
 fi
-kill "$PID_MON" "$PID_DIAG" 2>/dev/null
-wait "$PID_MON" "$PID_DIAG" 2>/dev/null
-PID_MON="" PID_DIAG=""
+kill "$PID_MON" "$PID_DIAG" "$PID_STARVE" 2>/dev/null
+wait "$PID_MON" "$PID_DIAG" "$PID_STARVE" 2>/dev/null
+PID_MON="" PID_DIAG="" PID_STARVE=""
 sed 's/^/  app: /' "$WORK/app.log"
 cat "$WORK/diag.log" 2>/dev/null
+# The longest run-queue waits of the daemons' polling threads (the QPs' retry budget: 8 x 134 ms).
+for k in a b; do
+  echo "  uroced $k: runnable but not running for more than 100 ms $(awk -v k=$k '$2 == k' "$WORK/starved" | wc -l) times, longest $(awk -v k=$k '$2 == k && $3 > m { m = $3 } END { print m + 0 }' "$WORK/starved") ms"
+done
+if [ -e "$DIAG/first-fail" ]; then
+  cp "$WORK/starved" "$DIAG/starved"
+  echo "  diag: the daemons' run-queue waits over 100 ms (time, daemon, ms) in $DIAG/starved"
+fi
 if [ $rc -eq 0 ] && grep -q "^0 failure(s)" "$WORK/app.log"; then
   pass "$NQP RC pairs with every opcode + UD for $SECS s: no lost / duplicated completion, no data error"
 else
@@ -212,6 +244,16 @@ for d in a b; do
   [ "$v" = 0 ] && pass "daemon $d answers, no QP left" || fail "daemon $d: daemon.qps = '$v'"
 done
 echo "  B engine.drop.duplicate=$(stat b engine.drop.duplicate) A engine.drop.sequence=$(stat a engine.drop.sequence)"
+# Losses the nft counters do not show: the veths' own drops (a full backlog of the receiving
+# CPU, netdev_max_backlog) and the slow detours' htb drops.
+for x in "$NS_A $VA" "$NS_B $VB" "$NS_M $MA" "$NS_M $MB" "$NS_M $XA" "$NS_M $YA" "$NS_M $XB" "$NS_M $YB"; do
+  read -r ns dev <<<"$x"
+  ip -n "$ns" -s link show dev "$dev" 2>/dev/null |
+    awk -v d="$dev" '/RX:/ { getline; rx = $4 } /TX:/ { getline; tx = $4 } END { printf "  %s: rx dropped %s, tx dropped %s\n", d, rx, tx }'
+done
+for x in "$XA" "$XB"; do
+  echo "  detour $x: $(ip netns exec "$NS_M" tc -s qdisc show dev "$x" | awk '/Sent/ { sub(/^ +/, ""); print; exit }')"
+done
 
 # Memory and fds: flat after the warm-up (samples taken while soak_app ran).
 warm=$(( SECS / 3 < 20 ? 20 : SECS / 3 ))
@@ -258,5 +300,23 @@ if [ -s "$DIAG/slow" ] && [ -n "$CAP" ]; then
   done
   ls -l "$DIAG" | sed 's/^/  diag: /'
 fi
+# The captures' slices of the QPs whose WRs failed (the FAIL lines name both QPNs), from 30 s
+# before the monitor saw the first failure to 5 s after.
+if [ -s "$DIAG/first-fail.time" ] && [ -n "$CAP" ]; then
+  t0=$(cat "$DIAG/first-fail.time")
+  qps=$(sed -nE 's/^FAIL.*unexpected completion qp ([0-9]+) .*\(B qp ([0-9]+)\).*/\1 \2/p' \
+    "$WORK/app.log" | tr ' ' '\n' | grep -v '^0$' | sort -un | paste -sd, -)
+  if [ -n "$qps" ]; then
+    for d in a b; do
+      editcap -A "$((t0 - 30))" -B "$((t0 + 5))" "$CAP/$d.pcap" "$CAP/$d-fail.pcap" &&
+        timeout 600 tshark -r "$CAP/$d-fail.pcap" -Y "infiniband.bth.destqp in {$qps}" \
+          -w "$DIAG/$d-failed-qps.pcap" ||
+        echo "  diag: no slice of $d.pcap (editcap / tshark failed)"
+      rm -f "$CAP/$d-fail.pcap"
+    done
+    echo "  diag: frames of the failed QPs ($qps) around the first failure in $DIAG/{a,b}-failed-qps.pcap"
+  fi
+fi
+[ -n "$CAP" ] && [ -n "${UROCE_SOAK_KEEP_PCAP:-}" ] && echo "  diag: whole captures kept in $CAP"
 echo "$FAILS failure(s)"
 [ "$FAILS" -eq 0 ]

@@ -10,6 +10,8 @@
 # Needs the targets built (scripts/fuzz.sh builds them in build-fuzz).
 #
 #   scripts/fuzz-depth.sh SECONDS TARGET...     (FUZZ_BUILD_DIR: default build-fuzz)
+#   FUZZ_RUNS=N    stop a target after N executions (-runs=N), SECONDS still bounds it: the
+#                  issue's depth is FUZZ_RUNS=10000000
 set -uo pipefail
 
 secs=${1:?usage: $0 SECONDS TARGET...}
@@ -17,7 +19,8 @@ shift
 root=$(cd "$(dirname "$0")/.." && pwd)
 bdir=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 declare -A max_len=([parse_frame_fuzz]=9300 [build_parse_fuzz]=4096 [ctl_fuzz]=4200
-                    [engine_rx_fuzz]=8192 [config_fuzz]=4096 [wqe_fuzz]=4096 [cm_fuzz]=2048)
+                    [engine_rx_fuzz]=8192 [config_fuzz]=4096 [wqe_fuzz]=4096 [cm_fuzz]=2048
+                    [cm_ctl_fuzz]=4096)
 declare -A seed_kind=([parse_frame_fuzz]=parse [build_parse_fuzz]=build [engine_rx_fuzz]=engine)
 
 echo "fuzz-depth: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg), ${secs}s per target"
@@ -32,6 +35,7 @@ for t in "$@"; do
                    "$root/config/uroced.conf.sample" ;;
     wqe_fuzz) "$bdir/test/fuzz/wqe_seed_gen" "$seeds" "$bdir/fuzz-seeds/wqe.stamp" ;;
     cm_fuzz) "$bdir/test/fuzz/cm_seed_gen" "$seeds" "$bdir/fuzz-seeds/cm.stamp" ;;
+    cm_ctl_fuzz) "$bdir/test/fuzz/cm_ctl_seed_gen" "$seeds" "$bdir/fuzz-seeds/cm_ctl.stamp" ;;
     *) "$bdir/test/fuzz/fuzz_seed_gen" "${seed_kind[$t]}" "$seeds" ;;
   esac >/dev/null
   [ -d "$root/test/fuzz/corpus/$t" ] && cp -n "$root/test/fuzz/corpus/$t"/* "$corpus"/ 2>/dev/null
@@ -39,7 +43,8 @@ for t in "$@"; do
   ASAN_OPTIONS=abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     /usr/bin/time -f "cpu %U %S" -o "$log.time" nice -n 19 "$bin" -max_total_time="$secs" \
     -timeout=600 -rss_limit_mb=2048 -max_len="${max_len[$t]:-4096}" -print_final_stats=1 \
-    -artifact_prefix="$bdir/fuzz-artifacts/$t-" "$corpus" "$seeds" >"$log" 2>&1
+    -artifact_prefix="$bdir/fuzz-artifacts/$t-" ${FUZZ_RUNS:+-runs="$FUZZ_RUNS"} \
+    "$corpus" "$seeds" >"$log" 2>&1
   rc=$?
   execs=$(awk '/stat::number_of_executed_units/ { print $2 }' "$log")
   cov=$(grep -E '^#[0-9]+' "$log" | tail -1 | sed -E 's/.*cov: ([0-9]+).*ft: ([0-9]+).*corp: ([0-9]+)\/([^ ]+).*/cov \1 ft \2 corpus \3 (\4)/')

@@ -91,6 +91,7 @@ void add_idle_stats(unsigned w, const IdleCounters &c, std::vector<ctl::StatEntr
   add("sleeps", c.sleeps);
   add("naps", c.naps);
   add("sleeps_aborted", c.aborted);
+  add("sleep_us", c.slept_ns / 1000);
   for (unsigned i = 0; i < static_cast<unsigned>(WakeSource::kCount); ++i)
     add(std::string("wake_") + kWakeSourceNames[i], c.wakeups[i]);
 }

@@ -11,7 +11,8 @@
 // after `threshold_ns` without work, arm every source (flags the producers check after
 // publishing), fence, run one more pass, and block only if that pass found nothing, until the
 // earliest deadline the loop reports (timers), a nap's end (sources that cannot interrupt), or
-// a wake-up.
+// a wake-up. Naps stay at their shortest while the last work is recent (recent_ns: a transfer
+// that paused) and double only after that.
 #pragma once
 
 #include <sched.h>
@@ -32,9 +33,10 @@ enum class WakeSource : uint8_t {
 inline constexpr const char *kWakeSourceNames[] = {"timeout", "bell", "doorbell", "rx", "control"};
 
 struct IdleCounters {
-  uint64_t sleeps = 0;   // waits that blocked (or tried to: a wake-up already pending)
-  uint64_t naps = 0;     // of those, bounded by a nap (a source that cannot interrupt)
-  uint64_t aborted = 0;  // armed, but the last pass found work: no sleep
+  uint64_t sleeps = 0;    // waits that blocked (or tried to: a wake-up already pending)
+  uint64_t naps = 0;      // of those, bounded by a nap (a source that cannot interrupt)
+  uint64_t aborted = 0;   // armed, but the last pass found work: no sleep
+  uint64_t slept_ns = 0;  // time from the start of each wait to the pass after it (loop clock)
   uint64_t wakeups[static_cast<unsigned>(WakeSource::kCount)] = {};
 };
 
@@ -94,7 +96,8 @@ struct IdleParams {
   bool adaptive = true;                // false: busy polling, never sleeps (but yields, below)
   uint64_t threshold_ns = 100'000;     // no work for this long -> sleep
   uint64_t nap_min_ns = 20'000;        // first nap when a source cannot interrupt
-  uint64_t nap_max_ns = 1'000'000;     // naps double up to this
+  uint64_t nap_max_ns = 1'000'000;     // naps double up to this, once work is not recent:
+  uint64_t recent_ns = 2'000'000;      // naps stay at nap_min_ns until this long after work
   uint64_t max_sleep_ns = 50'000'000;  // safety cap of every wait
 };
 
@@ -138,18 +141,24 @@ class IdleGate {
     if (nap) {
       ++s_->counters().naps;
       if (nap_ < timeout) timeout = nap_;
-      nap_ = nap_ * 2 < p_.nap_max_ns ? nap_ * 2 : p_.nap_max_ns;
+      // A transfer that paused (the peer descheduled, ACKs on their way) resumes within a
+      // short nap; only a link quiet for recent_ns earns the longer ones (doc/uroced.md).
+      if (t - last_work_ >= p_.recent_ns)
+        nap_ = nap_ * 2 < p_.nap_max_ns ? nap_ * 2 : p_.nap_max_ns;
     }
     ++s_->counters().sleeps;
     if constexpr (requires { l.blocking(true); }) l.blocking(true);
     const unsigned woke = s_->wait(timeout);
     if constexpr (requires { l.blocking(false); }) l.blocking(false);
+    s_->counters().slept_ns += l.now() - t;
     if (woke != 0) nap_ = p_.nap_min_ns;  // woken by an event: naps start over
     l.arm(false);
     s_->disarm();
   }
 
   const IdleParams &params() const noexcept { return p_; }
+  // The bound of the next nap (nap_min_ns .. nap_max_ns).
+  uint64_t next_nap_ns() const noexcept { return nap_; }
   // Busy mode: the idle passes that yielded the core.
   uint64_t yields() const noexcept { return yields_; }
 

@@ -298,6 +298,61 @@ TEST(IdleGate, NapsDoubleUpToTheCapAndRestartAfterWork) {
   EXPECT_EQ(s.counters().sleeps, 6u);
 }
 
+// A transfer over a link without RX interrupt (memif) that pauses, e.g. while the peer's lcore
+// is descheduled: its naps must stay at the shortest while the last work is recent, or the
+// lcore is in a 1 ms nap when the peer resumes (issue 17, doc/perf.md "Naps during a bulk
+// transfer"). A fake clock drives the policy; the real waits last a few microseconds.
+TEST(IdleGate, NapsStayShortWhileWorkIsRecent) {
+  Sleeper s;
+  IdleParams p;
+  p.threshold_ns = 100'000;
+  p.nap_min_ns = 1'000;
+  p.nap_max_ns = 8'000;
+  p.recent_ns = 2'000'000;
+  IdleGate g(&s, p);
+  struct L {
+    uint64_t t = 0;  // the fake clock
+    void arm(bool) {}
+    unsigned recheck() { return 0; }
+    uint64_t now() const { return t; }
+    uint64_t deadline(bool *nap) const {
+      *nap = true;  // an RX queue without interrupt: every wait is a nap
+      return UINT64_MAX;
+    }
+  } l;
+  const uint64_t t0 = 1'000'000'000;
+  l.t = t0;
+  g.after_pass(16, t0, l);  // a burst of the transfer
+  l.t = t0 + 99'999;
+  g.after_pass(0, l.t, l);
+  EXPECT_EQ(s.counters().sleeps, 0u) << "spins for the idle threshold";
+  uint64_t naps = 0;
+  for (uint64_t dt = 100'000; dt < 2'000'000; dt += 50'000) {
+    l.t = t0 + dt;
+    g.after_pass(0, l.t, l);
+    ++naps;
+    EXPECT_EQ(g.next_nap_ns(), 1'000u) << dt << " ns after the last work";
+  }
+  EXPECT_EQ(s.counters().naps, naps);
+  // Quiet for recent_ns: naps double up to the cap, as on an idle link.
+  const uint64_t want[] = {2'000, 4'000, 8'000, 8'000};
+  for (uint64_t w : want) {
+    l.t += 100'000;
+    g.after_pass(0, l.t, l);
+    EXPECT_EQ(g.next_nap_ns(), w);
+  }
+  // The transfer resumes, then pauses again: short naps again.
+  l.t += 10'000;
+  g.after_pass(3, l.t, l);
+  EXPECT_EQ(g.next_nap_ns(), 1'000u);
+  l.t += 500'000;
+  g.after_pass(0, l.t, l);
+  l.t += 500'000;
+  g.after_pass(0, l.t, l);
+  EXPECT_EQ(g.next_nap_ns(), 1'000u);
+  EXPECT_EQ(s.counters().naps, naps + 6);
+}
+
 TEST(Ring, DoorbellAsleepFlag) {
   const size_t bytes = abi::ring_bytes(sizeof(abi::Doorbell), 8);
   alignas(64) static std::byte mem[4096];

@@ -22,6 +22,14 @@
 //                             copy + ICRC) of the same frame, into a reused buffer
 //   BM_WireParseVerify64      same-run baseline: lib/wire parse_frame + ICRC verify of the
 //                             frames the requester produced
+//   BM_RequesterWrite64Paced/pace:M  the /null case with the fake clock advanced 1024 ns before
+//                             each poll (one wheel tick), so that a pacer refills: M = 0
+//                             unpaced; 1 a 20 Gb/s IBV_QP_RATE_LIMIT; 2 DCQCN on and the QP
+//                             throttled to 20 Gb/s by a CNP (rate_to_set_on_first_cnp; the byte
+//                             counter runs); 3 DCQCN on, the QP unthrottled. The QP sends at most
+//                             tx_budget (16) frames of 128 paced bytes per poll, 16 Gb/s of
+//                             fake time: the pacer runs on every frame and never refuses one
+//                             (polls/batch stays kBatch / 16 = 64; a refusal would raise it).
 //   BM_MessageRate/N          full loop (post, requester, responder, ACK, completer, poll_cq)
 //                             with N QPs all active, one 64 B WRITE per QP per round (N < 256:
 //                             256/N per QP); items = messages, CPU time. acks/msg shows how much
@@ -170,10 +178,12 @@ struct Pair {
   std::vector<uint32_t> qa, qb;
   static constexpr uint8_t kMacA[6] = {2, 0, 0, 0, 0, 1}, kMacB[6] = {2, 0, 0, 0, 0, 2};
 
-  explicit Pair(uint32_t nqp, uint32_t sq_depth) : ma(1 << 16), mb(1 << 16) {
+  explicit Pair(uint32_t nqp, uint32_t sq_depth, const DcqcnParams *dcqcn = nullptr)
+      : ma(1 << 16), mb(1 << 16) {
     EngineConfig c;
     c.max_qp = nqp + 1;
     c.max_inflight_psn = kBatch;
+    c.dcqcn = dcqcn;
     a = std::make_unique<EngA>(pa, clk, c);
     b = std::make_unique<EngB>(pb, clk, c);
     const uint32_t pda = a->create_pd(), pdb = b->create_pd();
@@ -307,6 +317,74 @@ void BM_RequesterWrite64(benchmark::State &st) {
   set_ns_per_pkt(st);
 }
 BENCHMARK(BM_RequesterWrite64)->ArgName("null")->Arg(0)->Arg(1)->UseManualTime();
+
+// DCQCN for BM_RequesterWrite64Paced: the first CNP sets 20 Gb/s; the timer (131 ms of fake
+// time) hardly fires and the byte counter's increases only raise Rc (reported as rc_gbps).
+DcqcnParams paced_bench_dcqcn() {
+  DcqcnParams d;
+  d.rate_to_set_on_first_cnp = 20000;
+  d.rpg_time_reset = 131071;
+  d.rpg_ai_rate = 1;
+  d.rpg_hai_rate = 1;
+  return d;
+}
+
+void BM_RequesterWrite64Paced(benchmark::State &st) {
+  const int mode = static_cast<int>(st.range(0));
+  static const DcqcnParams dcqcn = paced_bench_dcqcn();
+  Pair<NullPort> p(1, kBatch, mode >= 2 ? &dcqcn : nullptr);
+  wire::PathInfo back;
+  std::memcpy(back.smac, p.kMacB, 6);
+  std::memcpy(back.dmac, p.kMacA, 6);
+  back.sgid = wire::Gid::from_ipv4(10, 0, 0, 2);
+  back.dgid = wire::Gid::from_ipv4(10, 0, 0, 1);
+  uint8_t frame[128];
+  wire::PacketDesc d;
+  d.path = &back;
+  if (mode == 1) {
+    QpAttr at;
+    at.rate_limit_kbps = 20'000'000;
+    if (p.a->modify_qp(p.qa[0], at, kQpRateLimit) != 0) st.SkipWithError("rate limit refused");
+  } else if (mode == 2) {
+    d.f.opcode = wire::op::kCnp;
+    d.f.becn = true;
+    d.f.dest_qp = p.qa[0];
+    const wire::BuildResult r = wire::build_frame(frame, sizeof frame, d, nullptr);
+    p.a->rx(frame, r.frame_len);
+    const DcqcnRp *rp = p.a->qp_rp(p.qa[0]);
+    if (rp == nullptr || !rp->throttled()) st.SkipWithError("the CNP did not throttle the QP");
+  }
+  uint64_t id = 0, polls = 0, batches = 0;
+  uint32_t psn = 0, msn = 0;
+  for (auto _ : st) {
+    p.post_batch(&id);
+    const double t0 = thread_cpu_s();
+    uint32_t sent = 0;
+    while (sent < kBatch) {
+      p.clk.t += 1024;
+      sent += p.a->poll();
+      ++polls;
+    }
+    st.SetIterationTime(thread_cpu_s() - t0);
+    ++batches;
+    psn = (psn + kBatch) & 0xFFFFFF;
+    msn = (msn + kBatch) & 0xFFFFFF;
+    d.f = wire::PacketFields{};
+    d.f.opcode = wire::op::kRcAck;
+    d.f.dest_qp = p.qa[0];
+    d.f.psn = (psn - 1) & 0xFFFFFF;
+    d.f.syndrome = aeth::ack(aeth::kCreditsUnlimited);
+    d.f.msn = msn;
+    const wire::BuildResult r = wire::build_frame(frame, sizeof frame, d, nullptr);
+    p.a->rx(frame, r.frame_len);
+    p.reap();
+  }
+  set_ns_per_pkt(st);
+  st.counters["polls/batch"] = static_cast<double>(polls) / static_cast<double>(batches);
+  if (const DcqcnRp *rp = p.a->qp_rp(p.qa[0]); rp != nullptr && mode >= 2)
+    st.counters["rc_gbps"] = rp->rate_mbps() / 1000;
+}
+BENCHMARK(BM_RequesterWrite64Paced)->ArgName("pace")->DenseRange(0, 3)->UseManualTime();
 
 void BM_ResponderWrite64(benchmark::State &st) {
   Pair<RingPort> p(1, kBatch);

@@ -354,7 +354,10 @@ class EngineCoreT {
     qp.active = true;
     qp.act_prev = nullptr;
     qp.act_next = act_head_;
-    if (act_head_) act_head_->act_prev = &qp;
+    if (act_head_)
+      act_head_->act_prev = &qp;
+    else
+      act_tail_ = &qp;
     act_head_ = &qp;
     ++active_count_;
   }
@@ -364,10 +367,25 @@ class EngineCoreT {
       qp.act_prev->act_next = qp.act_next;
     else
       act_head_ = qp.act_next;
-    if (qp.act_next) qp.act_next->act_prev = qp.act_prev;
+    if (qp.act_next)
+      qp.act_next->act_prev = qp.act_prev;
+    else
+      act_tail_ = qp.act_prev;
     qp.act_next = qp.act_prev = nullptr;
     qp.active = false;
     --active_count_;
+  }
+
+  // Makes active `qp` the head: the QPs before it move, in order, behind the tail (O(1)).
+  void rotate_active_to(Qp &qp) noexcept {
+    if (&qp == act_head_ || !qp.active) return;
+    Qp *before = qp.act_prev;
+    act_tail_->act_next = act_head_;
+    act_head_->act_prev = act_tail_;
+    before->act_next = nullptr;
+    qp.act_prev = nullptr;
+    act_tail_ = before;
+    act_head_ = &qp;
   }
 
   void push_async(AsyncEvent type, uint32_t handle) noexcept;
@@ -463,7 +481,7 @@ class EngineCoreT {
   std::unique_ptr<Qp[]> qps_;
   std::unique_ptr<uint16_t[]> qp_slot_of_;  // QPN & 0xffff -> slot + 1 (0: none)
   util::Csprng qpn_rng_;
-  Qp *act_head_ = nullptr;
+  Qp *act_head_ = nullptr, *act_tail_ = nullptr;
   uint32_t active_count_ = 0;
   std::unique_ptr<uint32_t[]> dirty_;  // circular list of CQ handles, max_cq slots
   uint32_t dirty_head_ = 0, dirty_n_ = 0;

@@ -133,7 +133,16 @@ uint32_t Engine<Port, Clk, Q>::poll(uint64_t now_ns) noexcept {
     // doorbell token: it comes back to copy them, or to give the token back.)
     const bool more_req = q->state == QpState::kRts && !q->rnr_wait &&
                           (Q::kShared || q->has_send_work()) && n >= budget;
-    if (port_full) break;  // stays active; the port has no buffer for anyone now
+    if (port_full) {
+      // Stays active; the port has no buffer for anyone now. The next poll starts with the
+      // QP after this one (with this one if it sent nothing), so that under TX back-pressure
+      // the QPs take turns instead of the list's head taking every freed buffer.
+      if (n == 0)
+        this->rotate_active_to(*q);
+      else if (q->act_next)
+        this->rotate_active_to(*q->act_next);
+      break;
+    }
     if (!more_resp && !more_req) deactivate(*q);
     q = next;
   }

@@ -174,6 +174,18 @@ void FakeLink::reset_queue_stats(const Endpoint &to) {
   ports_[to.index()].stats = QueueStats{};
 }
 
+uint64_t FakeLink::queue_bytes(const Endpoint &to) const {
+  auto it = ports_.find(to.index());
+  if (it == ports_.end()) return 0;
+  const uint64_t now = clock_.now_ns();
+  uint64_t b = it->second.bytes;
+  for (const auto &[depart, len] : it->second.frames) {
+    if (depart > now) break;
+    b -= len;
+  }
+  return b;
+}
+
 void FakeLink::set_uplink(const Endpoint &from, double bits_per_ns) {
   Uplink &u = uplinks_.at(from.index());
   if (!u.frames.empty()) die("set_uplink with frames in the uplink");

@@ -193,6 +193,8 @@ class FakeLink {
   // starts a new measurement window (the queue itself is untouched).
   QueueStats queue_stats(const Endpoint &to) const;
   void reset_queue_stats(const Endpoint &to);
+  // Bytes in the queue towards `to` at the clock's time (frames not yet departed).
+  uint64_t queue_bytes(const Endpoint &to) const;
   // The uplink of `from` (step 0 above); 0 removes it (only while none of its frames is in
   // the uplink).
   void set_uplink(const Endpoint &from, double bits_per_ns);

@@ -9,9 +9,11 @@
 // Results and the join / leave curves: doc/congestion.md, doc/perf.md.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -51,12 +53,16 @@ struct Result {
   double utilisation = 0;  // receiver-bound wire bytes / capacity over the window
   double jain = 0;         // over the flows active for the whole window
   uint64_t p99_queue = 0, max_queue = 0;
+  double mark_frac = 0;  // CE-marked share of the arrivals in the window
   uint64_t drops = 0, marks = 0;
   uint64_t retransmits = 0, cnps_rcvd = 0, cuts = 0;
+  uint64_t ce_seen = 0, cnps_sent = 0;  // at the receiver
   uint64_t completed = 0, wr_errors = 0;
   bool data_ok = true;
-  double min_rate_mbps = 1e18;            // lowest Rc a throttled RP reached
+  double min_rate_mbps = 0;               // lowest Rc of a throttled RP at a bin start
   std::vector<std::vector<double>> gbps;  // per flow, per kBinNs bin
+  std::vector<std::vector<double>> rc;    // per flow, Rc (Mb/s) at each bin's start
+  std::vector<uint64_t> queue_max;        // per bin, deepest queue a departure left
 };
 
 Bottleneck red(uint32_t kmin, uint32_t kmax, double pmax, uint32_t buffer) {
@@ -89,13 +95,82 @@ struct Flow {
   std::vector<uint64_t> bin_bytes;
 };
 
+// UROCE_FABRIC_DCQCN="name=value,..." overrides DCQCN parameters of every DCQCN run (ConnectX
+// names, as in [cc]): a tuning aid, off by default.
+DcqcnParams with_overrides(const DcqcnParams &base) {
+  DcqcnParams p = base;
+  const char *env = std::getenv("UROCE_FABRIC_DCQCN");
+  if (env == nullptr) return p;
+  std::string all(env);
+  size_t pos = 0;
+  while (pos < all.size()) {
+    const size_t end = std::min(all.find(',', pos), all.size());
+    const std::string kv = all.substr(pos, end - pos);
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos ||
+        !set_dcqcn_param(&p, kv.substr(0, eq).c_str(),
+                         static_cast<uint32_t>(std::strtoul(kv.c_str() + eq + 1, nullptr, 0))))
+      ADD_FAILURE() << "UROCE_FABRIC_DCQCN: bad item " << kv;
+    pos = end + 1;
+  }
+  return p;
+}
+
+// UROCE_FABRIC_TRACE=1: the run's summary, then per bin the queue's maximum (KB) and either each
+// flow's wire rate (Gb/s; up to 8 flows) or, with more flows, the aggregate wire rate and the
+// minimum / median / maximum over the flows of the wire rate and of Rc (Mb/s).
+void print_trace(const Scenario &sc, const Result &r) {
+  std::printf(
+      "util %.3f jain %.4f p99q %llu maxq %llu drops %llu marks %llu rexmit %llu "
+      "cnps %llu cuts %llu wrs %llu errs %llu minrc %.1f pmark %.4f ce_seen %llu cnp_sent %llu\n",
+      r.utilisation, r.jain, static_cast<unsigned long long>(r.p99_queue),
+      static_cast<unsigned long long>(r.max_queue), static_cast<unsigned long long>(r.drops),
+      static_cast<unsigned long long>(r.marks), static_cast<unsigned long long>(r.retransmits),
+      static_cast<unsigned long long>(r.cnps_rcvd), static_cast<unsigned long long>(r.cuts),
+      static_cast<unsigned long long>(r.completed), static_cast<unsigned long long>(r.wr_errors),
+      r.min_rate_mbps, r.mark_frac, static_cast<unsigned long long>(r.ce_seen),
+      static_cast<unsigned long long>(r.cnps_sent));
+  const size_t n_flows = r.gbps.size();
+  auto mmm = [](std::vector<double> v, double scale) {
+    std::sort(v.begin(), v.end());
+    std::printf(" %7.1f %7.1f %7.1f", v.front() * scale, v[v.size() / 2] * scale, v.back() * scale);
+  };
+  for (size_t b = 0; b < r.queue_max.size(); ++b) {
+    std::printf("%8.2f ms q %4llu KB", static_cast<double>(b * kBinNs) / 1e6,
+                static_cast<unsigned long long>(r.queue_max[b] / 1000));
+    if (n_flows <= 8) {
+      for (size_t f = 0; f < n_flows; ++f)
+        std::printf(" %6.2f", r.gbps[f][b]);
+    } else {
+      std::vector<double> wire, rc;
+      double sum = 0;
+      for (size_t f = 0; f < n_flows; ++f) {
+        const FlowSpec fs = sc.flows.empty() ? FlowSpec{} : sc.flows[f];
+        sum += r.gbps[f][b];
+        if (fs.start_ns > b * kBinNs || fs.stop_ns <= b * kBinNs) continue;
+        wire.push_back(r.gbps[f][b]);
+        rc.push_back(r.rc[f][b]);
+      }
+      std::printf(" sum %6.2f Gb/s", sum);
+      if (!wire.empty()) {
+        std::printf(" wire Mb/s");
+        mmm(wire, 1000);
+        std::printf(" rc Mb/s");
+        mmm(rc, 1);
+      }
+    }
+    std::printf("\n");
+  }
+}
+
 Result run(const Scenario &sc) {
+  const DcqcnParams params = sc.dcqcn ? with_overrides(*sc.dcqcn) : DcqcnParams{};
   EngineConfig cfg;
   cfg.ecn = true;
-  cfg.dcqcn = sc.dcqcn;
+  cfg.dcqcn = sc.dcqcn ? &params : nullptr;
   cfg.line_rate_mbps = kGbps * 1000;
   cfg.max_qp = 512;
-  if (sc.dcqcn) cfg.cnp_interval_ns = uint64_t{sc.dcqcn->min_time_between_cnps} * 1000;
+  if (sc.dcqcn) cfg.cnp_interval_ns = uint64_t{params.min_time_between_cnps} * 1000;
   const size_t n_flows = sc.senders * sc.qps_per_sender;
   // Node 0 receives; nodes 1..N send. Every node is behind a NIC of the bottleneck's rate with
   // a TX ring of kSenderRing frames (the endpoint's pool: a frame holds its buffer until it
@@ -134,6 +209,9 @@ Result run(const Scenario &sc) {
     fl.bin_bytes.assign(n_bins, 0);
 
   Result r;
+  r.queue_max.assign(n_bins, 0);
+  r.rc.assign(n_flows, std::vector<double>(n_bins, 0));
+  size_t sampled_bins = 0;  // bins whose start has had its Rc sample
   uint64_t window_bytes = 0;
   bool window_open = false;
   auto sink = [&](Endpoint &to, const uint8_t *frame, uint32_t len) {
@@ -146,6 +224,10 @@ Result run(const Scenario &sc) {
         if (window_open) fl.window_bytes += len;
       }
       if (window_open) window_bytes += len;
+      if (now / kBinNs < n_bins) {
+        uint64_t &qm = r.queue_max[now / kBinNs];
+        qm = std::max(qm, net.link.queue_bytes(*net.node(0).ep));
+      }
     }
     static_cast<NodeT<PrivateQueues> *>(to.user)->eng->rx(frame, len);
   };
@@ -181,6 +263,14 @@ Result run(const Scenario &sc) {
   uint64_t steps = 0, next_start = 0;
   while (net.clock.now_ns() < sc.duration_ns) {
     const uint64_t now = net.clock.now_ns();
+    for (; sampled_bins <= now / kBinNs && sampled_bins < n_bins; ++sampled_bins) {
+      for (size_t f = 0; f < n_flows && sc.dcqcn; ++f) {
+        const DcqcnRp *rp_f = net.e(flows[f].node).qp_rp(flows[f].qpn);
+        r.rc[f][sampled_bins] = rp_f->rate_mbps();
+        if (rp_f->throttled() && (r.min_rate_mbps == 0 || rp_f->rate_mbps() < r.min_rate_mbps))
+          r.min_rate_mbps = rp_f->rate_mbps();
+      }
+    }
     if (!window_open && now >= sc.measure_from_ns) {
       window_open = true;
       net.link.reset_queue_stats(*net.node(0).ep);
@@ -219,6 +309,7 @@ Result run(const Scenario &sc) {
   r.utilisation = static_cast<double>(window_bytes) * 8 / (window_ns * kGbps);
   r.p99_queue = qs.percentile_bytes(0.99);
   r.max_queue = qs.max_bytes;
+  r.mark_frac = qs.arrivals ? static_cast<double>(qs.marked) / static_cast<double>(qs.arrivals) : 0;
   r.drops = net.link.counters().dropped_queue;
   r.marks = net.link.counters().ce_marked;
   std::vector<double> shares;
@@ -228,6 +319,9 @@ Result run(const Scenario &sc) {
     const QpCounters *c = net.e(fl.node).qp_counters(fl.qpn);
     r.retransmits += c->retransmits;
     r.cnps_rcvd += c->cnp_rcvd;
+    const QpCounters *rc_ = net.e(0).qp_counters(fl.peer_qpn);
+    r.ce_seen += rc_->ce_seen;
+    r.cnps_sent += rc_->cnp_sent;
     if (sc.dcqcn) r.cuts += net.e(fl.node).qp_rp(fl.qpn)->stats().cuts;
     std::vector<double> g;
     for (uint64_t b : fl.bin_bytes)
@@ -253,22 +347,7 @@ Result run(const Scenario &sc) {
     if (std::memcmp(fl.src.mem.data(), dst.mem.data() + fl.dst_off, chunks * kMsg) != 0)
       r.data_ok = false;
   }
-  if (std::getenv("UROCE_FABRIC_TRACE")) {
-    std::printf(
-        "util %.3f jain %.4f p99q %llu maxq %llu drops %llu marks %llu rexmit %llu "
-        "cnps %llu cuts %llu wrs %llu\n",
-        r.utilisation, r.jain, static_cast<unsigned long long>(r.p99_queue),
-        static_cast<unsigned long long>(r.max_queue), static_cast<unsigned long long>(r.drops),
-        static_cast<unsigned long long>(r.marks), static_cast<unsigned long long>(r.retransmits),
-        static_cast<unsigned long long>(r.cnps_rcvd), static_cast<unsigned long long>(r.cuts),
-        static_cast<unsigned long long>(r.completed));
-    for (size_t b = 0; b < n_bins; ++b) {
-      std::printf("%8.2f ms", static_cast<double>(b * kBinNs) / 1e6);
-      for (size_t f = 0; f < std::min<size_t>(n_flows, 8); ++f)
-        std::printf(" %6.2f", r.gbps[f][b]);
-      std::printf("\n");
-    }
-  }
+  if (std::getenv("UROCE_FABRIC_TRACE")) print_trace(sc, r);
   return r;
 }
 

@@ -151,6 +151,7 @@ class EngineCoreT {
   using CompletionQueue = typename Q::Cq;
   using RecvQueue = typename Q::Rq;
   using SharedRecvQueue = SharedRecvQueueT<typename Q::Rq>;
+  static_assert(qp_layout_ok<Q>(), "the Qp fields every packet touches must stay in its hot lines");
 
   explicit EngineCoreT(const EngineConfig &cfg);
   ~EngineCoreT();
@@ -314,11 +315,12 @@ class EngineCoreT {
     return ahs_.path(ah, pd);
   }
 
-  // Prefetch hints for the hot head of a Qp (see the field order in qp.h).
+  // Prefetch hints for the hot head and the warm line of a Qp (see the field order in qp.h).
   static void prefetch_qp(const Qp *q) noexcept {
     const char *p = reinterpret_cast<const char *>(q);
-    for (size_t off = 0; off < kQpHotBytes; off += 64)
+    for (size_t off = 0; off < qp_hot_bytes<Q>(); off += 64)
       __builtin_prefetch(p + off, 1, 3);
+    __builtin_prefetch(p + qp_warm_offset<Q>(), 1, 3);
   }
   // The QP a received frame is addressed to, read from the BTH without validating the frame
   // (rx() does that); no prefetch when the frame is not IPv4 / IPv6 or too short.

@@ -315,7 +315,8 @@ int EngineCoreT<Q>::post_send(uint32_t qpn, const SendWr &wr) noexcept {
     if (q.state == QpState::kReset || q.state == QpState::kInit || q.state == QpState::kRtr)
       return EINVAL;
     if (!opcode_allowed(q.type, wr.opcode)) return EINVAL;
-    if (wr.num_sge > q.cap.max_send_sge) return EINVAL;
+    // The SQ's own copies of cap.max_send_sge / max_inline_data: on the hot lines (qp.h).
+    if (wr.num_sge > q.sq.max_sge()) return EINVAL;
     uint64_t len = 0;
     for (uint32_t i = 0; i < wr.num_sge; ++i)
       len += wr.sg_list[i].length;
@@ -324,7 +325,7 @@ int EngineCoreT<Q>::post_send(uint32_t qpn, const SendWr &wr) noexcept {
         wr.opcode == WrOpcode::kAtomicCmpAndSwp || wr.opcode == WrOpcode::kAtomicFetchAndAdd;
     if (atomic && (wr.num_sge != 1 || len != 8)) return EINVAL;
     if ((wr.send_flags & kSendInline) &&
-        (len > q.cap.max_inline_data || atomic || wr.opcode == WrOpcode::kRdmaRead))
+        (len > q.sq.max_inline() || atomic || wr.opcode == WrOpcode::kRdmaRead))
       return EINVAL;
     if (q.type == QpType::kUd && len > q.mtu) return EINVAL;
     if (q.sq.full()) return ENOMEM;
@@ -398,7 +399,7 @@ int EngineCoreT<Q>::post_recv(uint32_t qpn, const RecvWr &wr) noexcept {
     if (!qp) return EINVAL;
     Qp &q = *qp;
     if (q.srq || q.state == QpState::kReset) return EINVAL;
-    if (wr.num_sge > q.cap.max_recv_sge) return EINVAL;
+    if (wr.num_sge > q.rq.max_sge()) return EINVAL;
     const int rc = q.rq.post(wr);
     if (rc) return rc;
     if (q.state == QpState::kErr) flush_recv_queue(q);
@@ -426,8 +427,8 @@ WcStatus EngineCoreT<Q>::check_copied_wqe(const Qp &q, const SendWqe &w) const n
       w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd;
   if ((w.flags & kSendInline) && (atomic || w.opcode == WrOpcode::kRdmaRead))
     return WcStatus::kLocQpOpErr;
-  if (w.num_sge > q.cap.max_send_sge || (atomic && (w.num_sge != 1 || w.length != 8)) ||
-      ((w.flags & kSendInline) && w.length > q.cap.max_inline_data) ||
+  if (w.num_sge > q.sq.max_sge() || (atomic && (w.num_sge != 1 || w.length != 8)) ||
+      ((w.flags & kSendInline) && w.length > q.sq.max_inline()) ||
       (q.type == QpType::kUd && w.length > q.mtu))
     return WcStatus::kLocLenErr;
   return WcStatus::kSuccess;

@@ -62,16 +62,18 @@ struct QpCounters {
   uint64_t window_restores = 0;  // the window grew back to its old level: no limit again
 };
 
-// Field order is a cache layout (doc/transport.md, "Memory per QP"): what every packet of a
-// busy QP touches comes first, in the first cache lines (identity, state, scheduling links,
-// PSNs, the path the headers are built from, the queues' indices, the response queue's
-// indices); what only setup, errors, READ / atomics or introspection touch comes last (the
-// 768-byte responder resources, the counters, the RNR timer). Only the order matters here:
+// Field order is a cache layout (doc/transport.md, "Memory per QP"). Hot: what every packet of a
+// busy QP touches, in the first qp_hot_bytes() (identity, state, scheduling links, PSNs, the path
+// and header template, the queues' indices, the retransmit timer, the
+// response queue's indices and first entries), then, on a line of their own, the receive WQE in
+// progress and the packet counters. Cold: setup attributes, DCQCN / pacer state, the other
+// timers and counters, the 768-byte responder resources. prefetch_qp() (core.h) prefetches the
+// hot lines; the static_asserts below keep the layout honest. Only the order matters here:
 // every field keeps its meaning and default.
 template <class Q>
 struct alignas(64) QpT {
   // ---- hot: touched by every data packet / ACK of the QP ----
-  // identity and state (rx checks, poll)
+  // identity and state (rx checks, post_send, poll)
   bool in_use = false;
   bool active = false;             // on the engine's active list
   bool rnr_wait = false;           // paused by an RNR NAK until rnr_timer fires
@@ -82,6 +84,7 @@ struct alignas(64) QpT {
   bool resp_nak_sent = false;  // a PSN sequence error NAK is outstanding (one per gap)
   bool paced = false;          // DCQCN throttles the QP: the requester asks the pacer (cc.cc)
   bool resp_paced = false;     // READ responses wait for the pacer (its timer re-activates)
+  uint16_t pkey_index = 0;     // every completion carries it
   QpType type = QpType::kRc;
   QpState state = QpState::kReset;
   uint32_t index = 0;
@@ -134,22 +137,23 @@ struct alignas(64) QpT {
   typename Q::Sq sq;
   typename Q::Rq rq;
   QpTimer retrans_timer;
-  AckQueue acks;
+  AckQueue acks;  // indices and first entries hot (it restarts at entry 0 whenever empty)
 
-  // ---- cold: setup, errors, READ / atomic, introspection ----
-  // (kQpHotBytes below: the bytes before this point, prefetched by poll() / rx_burst())
-  QpCap cap;
+  // ---- warm: a line of its own, prefetched with the hot ones ----
+  alignas(64) RecvWqe resp_wqe;  // SEND / WRITE with immediate: the receive WQE being filled
+  std::unique_ptr<Sge[]> resp_sge;
+  uint32_t resp_sge_cap = 0;
+  QpCounters stats;  // tx_pkts / rx_pkts counted per packet (first), the rest rarely
+
+  // ---- cold: setup, errors, congestion control, READ / atomic, introspection ----
+  QpCap cap;  // as created (post_send checks the SQ's copies of its limits)
   uint32_t qkey = 0;
   Mtu mtu_enum = Mtu::k1024;
-  uint16_t pkey_index = 0;
   uint32_t path_mig_state = 0;
   bool en_sqd_async_notify = false;
   bool sqd_notified = false;
   uint32_t sq_psn = 0, rq_psn = 0;  // as last set
 
-  RecvWqe resp_wqe;
-  std::unique_ptr<Sge[]> resp_sge;
-  uint32_t resp_sge_cap = 0;
   uint8_t fatal_nak_syndrome = 0;
   uint32_t fatal_nak_psn = 0;
 
@@ -163,15 +167,34 @@ struct alignas(64) QpT {
   QpTimer cc_timer, pace_timer;
 
   QpTimer rnr_timer;
-  QpCounters stats;
   RespResource res[kMaxRdAtomic];
   uint32_t res_head = 0;
 
   bool has_send_work() const noexcept { return req_idx != sq.head(); }
 };
 
-// The hot head of a Qp: everything up to and including the response queue's indices and first
-// entries (acks starts at byte 328 with GCC 12 / x86-64; offsetof is not allowed on Qp).
-inline constexpr size_t kQpHotBytes = 384;
+// offsetof on QpT (not standard-layout: QpTimer extends TimerNode) is conditionally supported;
+// GCC and Clang give the layout the compiler uses, which is what these functions are about.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+// The hot head of a Qp in whole cache lines: every field up to and including the response
+// queue's indices and first entry (512 bytes with PrivateQueues, 704 with RingQueues, GCC 12 /
+// x86-64). prefetch_qp() takes these lines and the warm one.
+template <class Q>
+constexpr size_t qp_hot_bytes() noexcept {
+  return (offsetof(QpT<Q>, acks) + 16 + sizeof(RespOp) + 63) / 64 * 64;
+}
+template <class Q>
+constexpr size_t qp_warm_offset() noexcept {
+  return offsetof(QpT<Q>, resp_wqe);
+}
+// The warm line holds resp_wqe .. stats.rx_pkts; nothing hot lies beyond it.
+template <class Q>
+constexpr bool qp_layout_ok() noexcept {
+  using T = QpT<Q>;
+  return qp_warm_offset<Q>() % 64 == 0 &&
+         qp_warm_offset<Q>() / 64 == (offsetof(T, stats) + 2 * sizeof(uint64_t) - 1) / 64;
+}
+#pragma GCC diagnostic pop
 
 }  // namespace uroce::transport

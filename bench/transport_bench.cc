@@ -265,6 +265,32 @@ void set_ns_per_pkt(benchmark::State &st) {
 }
 
 // Arg 0: ring port (the fake link), 1: null port (the engine alone).
+// The path of b's frames back to a, for the synthetic responses below.
+template <class P>
+wire::PathInfo path_b_to_a() {
+  wire::PathInfo back;
+  std::memcpy(back.smac, P::kMacB, 6);
+  std::memcpy(back.dmac, P::kMacA, 6);
+  back.sgid = wire::Gid::from_ipv4(10, 0, 0, 2);
+  back.dgid = wire::Gid::from_ipv4(10, 0, 0, 1);
+  return back;
+}
+
+// a receives b's cumulative ACK of every PSN before `psn` (built with lib/wire, untimed).
+template <class P>
+void rx_cumulative_ack(P &p, const wire::PathInfo &back, uint32_t psn, uint32_t msn) {
+  uint8_t frame[128];
+  wire::PacketDesc d;
+  d.path = &back;
+  d.f.opcode = wire::op::kRcAck;
+  d.f.dest_qp = p.qa[0];
+  d.f.psn = (psn - 1) & 0xFFFFFF;
+  d.f.syndrome = aeth::ack(aeth::kCreditsUnlimited);
+  d.f.msn = msn;
+  const wire::BuildResult r = wire::build_frame(frame, sizeof frame, d, nullptr);
+  p.a->rx(frame, r.frame_len);
+}
+
 void BM_RequesterWrite64(benchmark::State &st) {
   if (st.range(0) == 0) {
     Pair<RingPort> p(1, kBatch);
@@ -285,12 +311,7 @@ void BM_RequesterWrite64(benchmark::State &st) {
     // The frames go nowhere: b never sees them; a gets a synthetic cumulative ACK of the batch
     // (built with lib/wire, untimed) so that its window and SQ drain as in the ring case.
     Pair<NullPort> p(1, kBatch);
-    wire::PathInfo back;
-    std::memcpy(back.smac, p.kMacB, 6);
-    std::memcpy(back.dmac, p.kMacA, 6);
-    back.sgid = wire::Gid::from_ipv4(10, 0, 0, 2);
-    back.dgid = wire::Gid::from_ipv4(10, 0, 0, 1);
-    uint8_t ack[128];
+    const wire::PathInfo back = path_b_to_a<Pair<NullPort>>();
     uint64_t id = 0;
     uint32_t psn = 0, msn = 0;
     for (auto _ : st) {
@@ -302,15 +323,7 @@ void BM_RequesterWrite64(benchmark::State &st) {
       st.SetIterationTime(thread_cpu_s() - t0);
       psn = (psn + kBatch) & 0xFFFFFF;
       msn = (msn + kBatch) & 0xFFFFFF;
-      wire::PacketDesc d;
-      d.path = &back;
-      d.f.opcode = wire::op::kRcAck;
-      d.f.dest_qp = p.qa[0];
-      d.f.psn = (psn - 1) & 0xFFFFFF;
-      d.f.syndrome = aeth::ack(aeth::kCreditsUnlimited);
-      d.f.msn = msn;
-      const wire::BuildResult r = wire::build_frame(ack, sizeof ack, d, nullptr);
-      p.a->rx(ack, r.frame_len);
+      rx_cumulative_ack(p, back, psn, msn);
       p.reap();
     }
   }
@@ -333,19 +346,15 @@ void BM_RequesterWrite64Paced(benchmark::State &st) {
   const int mode = static_cast<int>(st.range(0));
   static const DcqcnParams dcqcn = paced_bench_dcqcn();
   Pair<NullPort> p(1, kBatch, mode >= 2 ? &dcqcn : nullptr);
-  wire::PathInfo back;
-  std::memcpy(back.smac, p.kMacB, 6);
-  std::memcpy(back.dmac, p.kMacA, 6);
-  back.sgid = wire::Gid::from_ipv4(10, 0, 0, 2);
-  back.dgid = wire::Gid::from_ipv4(10, 0, 0, 1);
-  uint8_t frame[128];
-  wire::PacketDesc d;
-  d.path = &back;
+  const wire::PathInfo back = path_b_to_a<Pair<NullPort>>();
   if (mode == 1) {
     QpAttr at;
     at.rate_limit_kbps = 20'000'000;
     if (p.a->modify_qp(p.qa[0], at, kQpRateLimit) != 0) st.SkipWithError("rate limit refused");
   } else if (mode == 2) {
+    uint8_t frame[128];
+    wire::PacketDesc d;
+    d.path = &back;
     d.f.opcode = wire::op::kCnp;
     d.f.becn = true;
     d.f.dest_qp = p.qa[0];
@@ -369,14 +378,7 @@ void BM_RequesterWrite64Paced(benchmark::State &st) {
     ++batches;
     psn = (psn + kBatch) & 0xFFFFFF;
     msn = (msn + kBatch) & 0xFFFFFF;
-    d.f = wire::PacketFields{};
-    d.f.opcode = wire::op::kRcAck;
-    d.f.dest_qp = p.qa[0];
-    d.f.psn = (psn - 1) & 0xFFFFFF;
-    d.f.syndrome = aeth::ack(aeth::kCreditsUnlimited);
-    d.f.msn = msn;
-    const wire::BuildResult r = wire::build_frame(frame, sizeof frame, d, nullptr);
-    p.a->rx(frame, r.frame_len);
+    rx_cumulative_ack(p, back, psn, msn);
     p.reap();
   }
   set_ns_per_pkt(st);

@@ -352,5 +352,44 @@ INSTANTIATE_TEST_SUITE_P(Policies, BackPressure,
                                                               : std::string("DropRefused");
                          });
 
+// Two QPs of one engine with more to send than the port has buffers per poll: they take turns
+// (the next poll starts after the QP that last sent), instead of the list's head taking every
+// freed buffer until its work is done while the other QP sends nothing.
+TEST(BackPressureTurns, QpsShareAScarcePort) {
+  constexpr uint64_t kVa0 = 0x100000, kVa1 = 0x900000;
+  constexpr uint32_t kMsgs = 32, kLen = 16 * 1024;  // 16 frames each at MTU 1024
+  Net net(5, 2, EngineConfig{}, 8);                 // 8 TX buffers per endpoint
+  Buf a = net.reg(0, size_t{kMsgs} * kLen * 2, kAllAccess, kVa0);
+  Buf b = net.reg(1, size_t{kMsgs} * kLen * 2, kAllAccess, kVa1);
+  const auto [qa1, qb1] = net.connect(0, 1);
+  const auto [qa2, qb2] = net.connect(0, 1);
+  (void)qb1;
+  (void)qb2;
+  for (uint32_t m = 0; m < kMsgs; ++m) {
+    for (int q = 0; q < 2; ++q) {
+      const uint64_t off = (uint64_t{m} * 2 + q) * kLen;
+      SendWr w = make_wr(m * 2 + q + 1, WrOpcode::kRdmaWrite, a, off, kLen);
+      w.remote_addr = kVa1 + off;
+      w.rkey = b.key;
+      ASSERT_EQ(net.e(0).post_send(q == 0 ? qa1 : qa2, w), 0);
+    }
+  }
+  const QpCounters *c1 = net.e(0).qp_counters(qa1);
+  const QpCounters *c2 = net.e(0).qp_counters(qa2);
+  ASSERT_NE(c1, nullptr);
+  ASSERT_NE(c2, nullptr);
+  // Once the first QP has sent a quarter of its frames, the second has sent a fair share too.
+  constexpr uint64_t kQuarter = uint64_t{kMsgs} * 16 / 4;
+  ASSERT_TRUE(net.run_until([&] { return c1->tx_pkts >= kQuarter || c2->tx_pkts >= kQuarter; }));
+  EXPECT_GT(net.node(0).ep->tx_alloc_failed(), 0u) << "the port never ran out of buffers";
+  EXPECT_GE(c1->tx_pkts, kQuarter / 2) << "QP 1 " << c1->tx_pkts << ", QP 2 " << c2->tx_pkts;
+  EXPECT_GE(c2->tx_pkts, kQuarter / 2) << "QP 1 " << c1->tx_pkts << ", QP 2 " << c2->tx_pkts;
+  std::vector<Wc> wcs;
+  ASSERT_TRUE(net.wait_wc(0, wcs, size_t{kMsgs} * 2));
+  for (const Wc &w : wcs)
+    EXPECT_EQ(w.status, WcStatus::kSuccess) << "wr " << w.wr_id;
+  EXPECT_EQ(std::memcmp(a.mem.data(), b.mem.data(), a.mem.size()), 0);
+}
+
 }  // namespace
 }  // namespace uroce::transport::testing

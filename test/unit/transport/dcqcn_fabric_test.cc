@@ -445,7 +445,7 @@ DcqcnParams fan_in_256() {
   p.rpg_byte_reset = 0;     // the timer alone: F fast-recovery steps, one AI step, then HAI
   p.rpg_threshold = 1;      // F
   p.rpg_ai_rate = 1;        // Mb/s
-  p.rpg_hai_rate = 3;       // Mb/s: 256 flows add at most 0.77 Gb/s per ms together
+  p.rpg_hai_rate = 3;       // Mb/s: the Rt of 256 flows rise by at most 0.77 Gb/s per ms
   p.dce_tcp_rtt = 1000;     // K: alpha follows the share of 1 ms periods with a CNP
   p.dce_tcp_g = 960;        // g = 1/16: alpha's time constant K / g = 16 ms
   return p;

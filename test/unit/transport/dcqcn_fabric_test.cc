@@ -55,6 +55,7 @@ struct Result {
   uint64_t p99_queue = 0, max_queue = 0;
   double mark_frac = 0;  // CE-marked share of the arrivals in the window
   uint64_t drops = 0, marks = 0;
+  uint64_t drops_before_window = 0;  // of `drops`, before the measurement window
   uint64_t retransmits = 0, cnps_rcvd = 0, cuts = 0;
   uint64_t ce_seen = 0, cnps_sent = 0;  // at the receiver
   uint64_t completed = 0, wr_errors = 0;
@@ -121,10 +122,12 @@ DcqcnParams with_overrides(const DcqcnParams &base) {
 // minimum / median / maximum over the flows of the wire rate and of Rc (Mb/s).
 void print_trace(const Scenario &sc, const Result &r) {
   std::printf(
-      "util %.3f jain %.4f p99q %llu maxq %llu drops %llu marks %llu rexmit %llu "
-      "cnps %llu cuts %llu wrs %llu errs %llu minrc %.1f pmark %.4f ce_seen %llu cnp_sent %llu\n",
+      "util %.3f jain %.4f p99q %llu maxq %llu drops %llu (%llu before the window) marks %llu "
+      "rexmit %llu cnps %llu cuts %llu wrs %llu errs %llu minrc %.1f pmark %.4f ce_seen %llu "
+      "cnp_sent %llu\n",
       r.utilisation, r.jain, static_cast<unsigned long long>(r.p99_queue),
       static_cast<unsigned long long>(r.max_queue), static_cast<unsigned long long>(r.drops),
+      static_cast<unsigned long long>(r.drops_before_window),
       static_cast<unsigned long long>(r.marks), static_cast<unsigned long long>(r.retransmits),
       static_cast<unsigned long long>(r.cnps_rcvd), static_cast<unsigned long long>(r.cuts),
       static_cast<unsigned long long>(r.completed), static_cast<unsigned long long>(r.wr_errors),
@@ -274,6 +277,7 @@ Result run(const Scenario &sc) {
     if (!window_open && now >= sc.measure_from_ns) {
       window_open = true;
       net.link.reset_queue_stats(*net.node(0).ep);
+      r.drops_before_window = net.link.counters().dropped_queue;
     }
     if (repost || now >= next_start) {
       repost = false;
@@ -430,6 +434,58 @@ TEST(DcqcnFabric, ThirtyTwoSendersJoiningOneByOne) {
   sc.duration_ns = 20'000'000;
   sc.measure_from_ns = 12'000'000;
   expect_controlled(run(sc));
+}
+
+// 256 QPs over 32 senders (8 each; QP i on sender 1 + i % 32), joining one QP at a time 250 us
+// apart (the last at 63.75 ms), on the fabric's queue with Pmax 0.5, and DCQCN tuned for a
+// fan-in of 256 (doc/congestion.md, "256 QPs over 32 senders": every value and why).
+DcqcnParams fan_in_256() {
+  DcqcnParams p = dcqcn_paper_preset();
+  p.rpg_time_reset = 1000;  // T: one increase event per ms
+  p.rpg_byte_reset = 0;     // the timer alone: F fast-recovery steps, one AI step, then HAI
+  p.rpg_threshold = 1;      // F
+  p.rpg_ai_rate = 1;        // Mb/s
+  p.rpg_hai_rate = 3;       // Mb/s: the Rt of 256 flows rise by at most 0.77 Gb/s per ms
+  p.dce_tcp_rtt = 1000;     // K: alpha follows the share of 1 ms periods with a CNP
+  p.dce_tcp_g = 960;        // g = 1/16: alpha's time constant K / g = 16 ms
+  return p;
+}
+const DcqcnParams kFanIn256 = fan_in_256();
+constexpr double kPmaxManyQps = 0.5;
+constexpr size_t kManyQpsSenders = 32, kManyQps = 256;
+constexpr uint64_t kManyQpsJoinGap = 250'000;
+
+Scenario many_qps(const DcqcnParams *p) {
+  Scenario sc;
+  sc.senders = kManyQpsSenders;
+  sc.qps_per_sender = kManyQps / kManyQpsSenders;
+  sc.dcqcn = p;
+  sc.bn = red(kKmin, kKmax, kPmaxManyQps, kBuffer);
+  sc.flows = staggered(kManyQps, kManyQpsJoinGap);
+  return sc;
+}
+
+TEST(DcqcnFabric, ManyQpsJoiningOneByOne) {
+  Scenario sc = many_qps(&kFanIn256);
+  sc.duration_ns = 110'000'000;
+  sc.measure_from_ns = 80'000'000;  // 16 ms after the last join
+  expect_controlled(run(sc));
+}
+
+// The same 256 QPs without a reaction point, for the first 20 ms (80 QPs joined): the queue
+// overflows, frames are dropped and go-back-N retransmits; the data still arrive intact. (The
+// whole 110 ms is not run: go-back-N among hundreds of line-rate QPs costs minutes of CPU.)
+TEST(DcqcnFabric, ManyQpsWithoutCcDropAndRetransmit) {
+  Scenario sc = many_qps(nullptr);
+  sc.duration_ns = 20'000'000;
+  sc.measure_from_ns = 0;
+  const Result r = run(sc);
+  EXPECT_TRUE(r.data_ok);
+  EXPECT_EQ(r.wr_errors, 0u);
+  EXPECT_GT(r.drops, 0u);
+  EXPECT_GT(r.retransmits, 0u);
+  EXPECT_EQ(r.cuts, 0u);
+  EXPECT_GT(r.max_queue, kKmax);
 }
 
 // Two flows; a third joins at 6 ms and stops posting at 14 ms. The rates move to the new fair

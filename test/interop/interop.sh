@@ -43,6 +43,8 @@
 #                                    UROCE_INTEROP_QEMU_NICE (boot-guest.sh -N, default 0)
 #              UROCE_INTEROP_ITERS   pingpong iterations (default 50)
 #              UROCE_INTEROP_LOSS_PCT  the loss scenario's drop rate in % (default 1)
+#              UROCE_INTEROP_CE_PCT  the share in % of the guest's frames the loss scenario marks
+#                                    CE towards uroced (default 5; uroced runs algorithm dcqcn)
 #              UROCE_INTEROP_PT_BW_ITERS / _PT_LAT_ITERS  perftest -n (default 100 / 100)
 #              UROCE_INTEROP_KEEP=1  keep the work directory (logs, captures)
 #              UROCE_INTEROP_BUDGET  seconds for all scenarios together (default 900); every
@@ -66,11 +68,13 @@ CACHE=${UROCE_INTEROP_CACHE:-/tmp/uroce-interop-image}
 SCENARIOS=${UROCE_INTEROP_SCENARIOS:-mtu1500 mtu4200 loss ipv6}
 ITERS=${UROCE_INTEROP_ITERS:-50}
 LOSS_PCT=${UROCE_INTEROP_LOSS_PCT:-1}
+CE_PCT=${UROCE_INTEROP_CE_PCT:-5}
 BUDGET=${UROCE_INTEROP_BUDGET:-900}
 DAEMON_NICE=${UROCE_INTEROP_DAEMON_NICE:-0}
 QEMU_NICE=${UROCE_INTEROP_QEMU_NICE:-0}
 case $BUDGET in '' | *[!0-9]*) echo "FAIL: UROCE_INTEROP_BUDGET '$BUDGET' is not a number of seconds"; exit 2 ;; esac
 case $LOSS_PCT in [1-9] | [1-4][0-9]) ;; *) echo "FAIL: UROCE_INTEROP_LOSS_PCT '$LOSS_PCT' is not 1..49"; exit 2 ;; esac
+case $CE_PCT in [1-9] | [1-9][0-9]) ;; *) echo "FAIL: UROCE_INTEROP_CE_PCT '$CE_PCT' is not 1..99"; exit 2 ;; esac
 T0=$(date +%s)
 DEADLINE=$((T0 + BUDGET))
 
@@ -574,6 +578,19 @@ NFT
       fi
     fi
   fi
+  if [ "$loss" = 1 ]; then
+    # ECN towards uroced: CE on CE_PCT % of the guest's RoCE frames the bridge forwards (rxe
+    # sends them Not-ECT, as it has no ECN; a switch would mark only ECT frames, this tests the
+    # receiver). uroced (algorithm dcqcn) answers with CNPs, which rxe drops: it has no CNP.
+    ip netns exec "$NS" nft -f - <<NFT || fail "$name: nftables cannot mark CE here"
+table bridge uroce_ce {
+  chain forward {
+    type filter hook forward priority 10; policy accept;
+    ip saddr $GUEST_IP udp dport 4791 numgen random mod 100 < $CE_PCT counter ip ecn set ce
+  }
+}
+NFT
+  fi
   ip netns exec "$NS" tshark -q -n -i br0 -f 'udp port 4791' -F pcap -w "$WORK/$name.pcap" \
     >"$WORK/$name-tshark.log" 2>&1 &
   TSPID=$!
@@ -591,6 +608,8 @@ device = $dev
 mtu = $mtu
 ipv4 = $UROCE_IP/24
 ipv6 = $UROCE_IP6/64
+[cc]
+algorithm = dcqcn
 EOF
   ip netns exec "$NS" nice -n "$DAEMON_NICE" env -u LD_LIBRARY_PATH -u LD_PRELOAD "$UROCED" -c "$WORK/uroced.conf" \
     >"$WORK/$name-uroced.log" 2>&1 &
@@ -707,9 +726,28 @@ EOF
   # over IPv4 (/proc/net/snmp) and IPv6 (/proc/net/snmp6), must have been accepted by rxe
   # (rcvd_pkts), except the retransmissions rxe_peer reports may have reached a QP the guest's
   # tool had already destroyed (its last send's ACK lost; rxe_peer.cc, kTailNoQpNote).
-  local udp4 udp6 udp_in rcvd noqp
+  local udp4 udp6 udp_in rcvd noqp cnps
   noqp=$(sed -n 's/.*retransmitted datagrams that may have reached no QP: \([0-9]*\)$/\1/p' "$SLOG" |
     awk '{n += $1} END {print n + 0}')
+  # uroced's CNPs (the loss scenario marks CE): rxe drops a CNP without a counter (opcode 0x81
+  # is no RC opcode), so they too may be datagrams rxe did not accept.
+  ip netns exec "$NS" timeout 30 "$STAT" -s "$WORK/uroced.sock" port.p0.cc. >"$WORK/$name-cc.txt" 2>&1 ||
+    fail "$name: uroce-stat port.p0.cc."
+  cnps=$(awk '$1 == "port.p0.cc.cnp_sent" {print $2}' "$WORK/$name-cc.txt")
+  if [ "$loss" = 1 ]; then
+    local ce marked
+    ce=$(awk '$1 == "port.p0.cc.ce_seen" {print $2}' "$WORK/$name-cc.txt")
+    marked=$(ip netns exec "$NS" nft list table bridge uroce_ce 2>/dev/null | sed -n 's/.*counter packets \([0-9]*\).*/\1/p')
+    if [[ $ce =~ ^[0-9]+$ && $cnps =~ ^[0-9]+$ && $marked =~ ^[0-9]+$ ]] && [ "$ce" -gt 0 ] &&
+      [ "$cnps" -gt 0 ] && [ "$ce" -le "$marked" ]; then
+      pass "$name: ECN: the bridge marked CE on $marked of rxe's frames, uroced saw $ce, sent $cnps CNPs; rxe ran on"
+    else
+      cat "$WORK/$name-cc.txt"
+      fail "$name: ECN: bridge marked '$marked', uroced ce_seen '$ce', cnp_sent '$cnps' (want > 0, ce_seen <= marked)"
+    fi
+  fi
+  [[ $cnps =~ ^[0-9]+$ ]] || cnps=0
+  noqp=$((noqp + cnps))
   udp4=$(awk '/^Udp: [0-9]/{print $2; exit}' "$WORK/$name-guest.log")
   udp6=$(tr -d '\r' <"$WORK/$name-guest.log" | awk '$1 == "Udp6InDatagrams" {print $2; exit}')
   rcvd=$(sed -n 's/.*rcvd_pkts \([0-9]*\).*/\1/p' "$WORK/$name-guest.log" | head -1)
@@ -720,7 +758,7 @@ EOF
     pass "$name: rxe accepted every datagram it was given ($rcvd: $udp4 over IPv4, $udp6 over IPv6)"
   elif [ -n "$udp_in" ] && [ -n "$rcvd" ] && [ "$rcvd" -gt 0 ] && [ "$udp_in" -gt "$rcvd" ] &&
     [ $((udp_in - rcvd)) -le "$noqp" ]; then
-    pass "$name: rxe accepted every datagram but $((udp_in - rcvd)) of the $noqp retransmissions rxe_peer sent after the guest's tool left ($rcvd: $udp4 over IPv4, $udp6 over IPv6)"
+    pass "$name: rxe accepted every datagram but $((udp_in - rcvd)) of the $noqp retransmissions rxe_peer sent after the guest's tool left and CNPs ($rcvd: $udp4 over IPv4, $udp6 over IPv6)"
   else
     fail "$name: guest UDP InDatagrams '$udp4' + Udp6InDatagrams '$udp6' vs rxe rcvd_pkts '$rcvd', $noqp allowed (rxe dropped frames)"
   fi
@@ -777,6 +815,7 @@ EOF
   # (uroce answers ATOMIC ACK 0x12); write_lat both ways: WRITE only 0x0a.
   local want_u want_g
   read -r want_u want_g <<<"$(want_opcodes "$pmtu" $runs)"
+  [ "$loss" = 1 ] && want_u="$want_u,0x81"  # uroced's CNPs for the CE marks
   # Both sides' addresses (IPv4, IPv6 global, link-local); each one the runs use (the GIDs they
   # name: run_gid) must be the source of frames.
   local from="" r

@@ -31,4 +31,12 @@ void TimerWheel::clear() noexcept {
   size_ = 0;
 }
 
+void TimerWheel::reset(uint64_t start_ns) noexcept {
+  clear();
+  cur_tick_ = to_tick(start_ns);
+  cur_min_ = UINT64_MAX;
+  now_ns_ = start_ns;
+  in_advance_ = false;
+}
+
 }  // namespace uroce::transport

@@ -32,7 +32,7 @@ void TimerWheel::clear() noexcept {
 }
 
 void TimerWheel::reset(uint64_t start_ns) noexcept {
-  clear();
+  if (size_ != 0) clear();  // (no node armed: every list is empty, every bitmap 0)
   cur_tick_ = to_tick(start_ns);
   cur_min_ = UINT64_MAX;
   now_ns_ = start_ns;

@@ -8,16 +8,25 @@
 
 namespace uroce::transport {
 
+namespace {
+
+// The seeds of an engine's own object tables (MR keys) and of its QPN generator.
+uint64_t tables_seed(const EngineConfig &c) noexcept {
+  return c.seed ? c.seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull : 0;
+}
+util::Csprng qpn_rng_for(const EngineConfig &c) {
+  return c.seed ? util::Csprng(c.seed ^ 0x5150'4E00'0000'0000ull) : util::Csprng();
+}
+
+}  // namespace
+
 template <class Q>
 EngineCoreT<Q>::EngineCoreT(const EngineConfig &cfg)
     : cfg_(cfg),
       wheel_(cfg.timer_tick_ns, 0),
-      own_tables_(
-          cfg.tables
-              ? nullptr
-              : std::make_unique<ObjectTables>(
-                    cfg.max_pd, cfg.max_mr, cfg.max_ah,
-                    cfg.seed ? cfg.seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull : 0)),
+      own_tables_(cfg.tables ? nullptr
+                             : std::make_unique<ObjectTables>(cfg.max_pd, cfg.max_mr, cfg.max_ah,
+                                                              tables_seed(cfg))),
       tab_(cfg.tables ? *cfg.tables : *own_tables_),
       pds_(tab_.pds),
       mrs_(tab_.mrs),
@@ -26,7 +35,7 @@ EngineCoreT<Q>::EngineCoreT(const EngineConfig &cfg)
       srqs_(new SharedRecvQueue[cfg.max_srq]),
       qps_(new Qp[cfg.max_qp]),
       qp_slot_of_(new uint16_t[1u << 16]()),
-      qpn_rng_(cfg.seed ? util::Csprng(cfg.seed ^ 0x5150'4E00'0000'0000ull) : util::Csprng()),
+      qpn_rng_(qpn_rng_for(cfg)),
       dirty_(new uint32_t[cfg.max_cq ? cfg.max_cq : 1]) {
   cfg_.qpn_base &= 0xff0000u;                              // the prefix; the rest is random
   if (cfg_.max_qp > kMaxQpnLow) cfg_.max_qp = kMaxQpnLow;  // 16 bits, minus QP0 / QP1
@@ -42,6 +51,48 @@ EngineCoreT<Q>::EngineCoreT(const EngineConfig &cfg)
 template <class Q>
 EngineCoreT<Q>::~EngineCoreT() {
   wheel_.clear();
+}
+
+template <class Q>
+int EngineCoreT<Q>::reset() {
+  if (cfg_.tables != nullptr) return EINVAL;
+  // What may throw comes first: from here on nothing fails.
+  ObjectTables tables(cfg_.max_pd, cfg_.max_mr, cfg_.max_ah, tables_seed(cfg_));
+  util::Csprng rng = qpn_rng_for(cfg_);
+  wheel_.reset(0);  // disarms every node: nothing below is linked into the wheel any more
+  // Every slot as the constructor made it (a slot's last QPN included: draw_qpn avoids it).
+  for (uint32_t i = 0; i < cfg_.max_qp; ++i) {
+    Qp &q = qps_[i];
+    if (q.in_use) qp_slot_of_[q.qpn & 0xffffu] = 0;
+    q.~Qp();
+    new (&q) Qp();
+    q.index = i;
+    q.retrans_timer.qp_index = i;
+    q.retrans_timer.kind = kTimerRetransmit;
+    q.rnr_timer.qp_index = i;
+    q.rnr_timer.kind = kTimerRnr;
+  }
+  for (uint32_t i = 0; i < cfg_.max_cq; ++i) {
+    cqs_[i].~CompletionQueue();
+    new (&cqs_[i]) CompletionQueue();
+  }
+  for (uint32_t i = 0; i < cfg_.max_srq; ++i) {
+    srqs_[i].~SharedRecvQueue();
+    new (&srqs_[i]) SharedRecvQueue();
+  }
+  *own_tables_ = std::move(tables);  // pds_, mrs_, ahs_ name its members: still valid
+  qpn_rng_ = rng;
+  ctr_ = EngineCounters{};
+  cc_retired_ = DcqcnRp::Stats{};
+  now_ = 0;
+  act_head_ = act_tail_ = nullptr;
+  active_count_ = 0;
+  dirty_head_ = dirty_n_ = 0;
+  for (AsyncEventRecord &e : async_)
+    e = AsyncEventRecord{};
+  async_head_ = async_tail_ = 0;
+  ip_id_ = 0;
+  return 0;
 }
 
 template <class Q>

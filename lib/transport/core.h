@@ -158,6 +158,15 @@ class EngineCoreT {
   EngineCoreT(const EngineCoreT &) = delete;
   EngineCoreT &operator=(const EngineCoreT &) = delete;
 
+  // Puts the engine back in the state its constructor left it in, the config unchanged: every
+  // QP, SRQ, CQ, AH, MR and PD goes at once (no completion, no event, nothing sent), timers,
+  // counters, the async event queue and the dirty-CQ list are emptied, and the QPN and key
+  // generators restart from cfg.seed, so a seeded engine then hands out the same QPNs and keys
+  // as a newly built one (seed 0: fresh random ones). For fuzzers and tests that need a fresh
+  // engine per input without building one. Control plane (allocates the object tables anew).
+  // 0, or EINVAL (nothing changed) for an engine over shared tables (EngineConfig::tables).
+  int reset();
+
   // ---- objects (control plane: may allocate, never on the data path) ----
   // Handles are >= 1; 0 means failure (table full / bad argument).
   // PDs, MRs, AHs: in tables() (shared with other engines when EngineConfig::tables is set:

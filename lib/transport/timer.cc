@@ -31,4 +31,12 @@ void TimerWheel::clear() noexcept {
   size_ = 0;
 }
 
+void TimerWheel::reset(uint64_t start_ns) noexcept {
+  if (size_ != 0) clear();  // (no node armed: every list is empty, every bitmap 0)
+  cur_tick_ = to_tick(start_ns);
+  cur_min_ = UINT64_MAX;
+  now_ns_ = start_ns;
+  in_advance_ = false;
+}
+
 }  // namespace uroce::transport

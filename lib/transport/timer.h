@@ -133,6 +133,8 @@ class TimerWheel {
 
   // Disarms every node (not for the fast path: walks every slot).
   void clear() noexcept;
+  // clear(), and the wheel is as its constructor left it with start_ns (the tick kept).
+  void reset(uint64_t start_ns) noexcept;
 
  private:
   static constexpr unsigned kWheelSlots = kLevels * kSlots;

@@ -20,11 +20,15 @@ int64_t now_ms() noexcept {
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
+void (*g_wait_fn)(void *) = nullptr;
+void *g_wait_ctx = nullptr;
+
 // Waits for POLLIN until the deadline (-1 = none). Returns kOk, kTimeout, kClosed or kIo.
 CtlError wait_readable(int fd, int64_t deadline) noexcept {
   for (;;) {
-    int timeout = -1;
-    if (deadline >= 0) {
+    if (g_wait_fn != nullptr) g_wait_fn(g_wait_ctx);  // then only a look (timeout 0)
+    int timeout = g_wait_fn != nullptr ? 0 : -1;
+    if (deadline >= 0 && g_wait_fn == nullptr) {
       const int64_t left = deadline - now_ms();
       if (left <= 0) return CtlError::kTimeout;
       timeout = left > 1000000 ? 1000000 : static_cast<int>(left);
@@ -35,7 +39,10 @@ CtlError wait_readable(int fd, int64_t deadline) noexcept {
       if (errno == EINTR) continue;
       return CtlError::kIo;
     }
-    if (r == 0) continue;  // re-check the deadline
+    if (r == 0) {
+      if (g_wait_fn != nullptr && deadline >= 0 && now_ms() >= deadline) return CtlError::kTimeout;
+      continue;  // re-check the deadline
+    }
     // POLLHUP with queued data still reads the data first; recv reports the close after.
     if (p.revents & (POLLIN | POLLHUP | POLLERR)) return CtlError::kOk;
     if (p.revents & POLLNVAL) return CtlError::kIo;
@@ -43,6 +50,11 @@ CtlError wait_readable(int fd, int64_t deadline) noexcept {
 }
 
 }  // namespace
+
+void set_client_wait_hook(void (*fn)(void *), void *ctx) noexcept {
+  g_wait_fn = fn;
+  g_wait_ctx = ctx;
+}
 
 CtlError Client::connect(const char *path, const char *name, int timeout_ms, Client *out,
                          int *err) noexcept {

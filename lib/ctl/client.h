@@ -12,6 +12,11 @@
 
 namespace uroce::ctl {
 
+// Test hook for a daemon served on the client's own thread (wqe_fuzz): while a Client of this
+// process waits for a message, fn(ctx) runs between non-blocking looks at its socket instead
+// of a blocking poll(2); the timeout still bounds the wait. nullptr (the default): poll(2).
+void set_client_wait_hook(void (*fn)(void *), void *ctx) noexcept;
+
 class Client {
  public:
   Client() noexcept = default;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Test ports for an engine that talks to itself (tests and fuzz targets that run a daemon
 // in-process): LoopQueue keeps the frames the engine sends and pump() hands them back to its
-// rx(); SteadyClock is the engine's clock on real time. Not thread-safe: push() (from the
-// port's tx_commit) and pump() run on the engine's thread.
+// rx(); SteadyClock is the engine's clock on real time, StepClock one that moves only when
+// told (a loop that runs the engine inline advances it a step per pass). Not thread-safe: push()
+// (from the port's tx_commit) and pump() run on the engine's thread.
 #pragma once
 
 #include <chrono>
@@ -62,6 +63,12 @@ struct SteadyClock {
                                      std::chrono::steady_clock::now().time_since_epoch())
                                      .count());
   }
+};
+
+struct StepClock {
+  uint64_t now = 0;
+  uint64_t now_ns() const noexcept { return now; }
+  void advance(uint64_t ns) noexcept { now += ns; }
 };
 
 }  // namespace uroce::test

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Client <-> Server over a real listening socket: handshake, ping with fds, a registered verbs
 // type, version mismatch, requests before hello, malformed messages after hello, client death
-// (exit and SIGKILL of a forked client), stale socket files, client-side timeouts, fd hygiene.
+// (exit and SIGKILL of a forked client), stale socket files, client-side timeouts, fd hygiene,
+// a server served by the client's wait hook.
 #include <dirent.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -419,6 +420,46 @@ TEST(CtlClient, MismatchedReplyIsProtocolError) {
   Client c;
   EXPECT_EQ(Client::handshake(UniqueFd(sv[0]), "t", kTimeoutMs, &c), CtlError::kProtocol);
   fake.join();
+}
+
+// set_client_wait_hook (in-process daemons on the client's thread, wqe_fuzz): a server that
+// only the hook polls answers the handshake and a ping; a hook that serves nothing still ends
+// the wait at its timeout.
+TEST(CtlClient, WaitHookServesServerOnSameThread) {
+  Server srv;
+  Recorder rec;
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  ASSERT_NE(srv.adopt(UniqueFd(sv[1])), 0u);
+  struct Hook {
+    Server *srv;
+    Recorder *rec;
+    int calls = 0;
+  } hook{&srv, &rec};
+  set_client_wait_hook(
+      [](void *p) {
+        auto *h = static_cast<Hook *>(p);
+        ++h->calls;
+        h->srv->poll(0, *h->rec);
+      },
+      &hook);
+  Client c;
+  const CtlError hs = Client::handshake(UniqueFd(sv[0]), "inline", kTimeoutMs, &c);
+  Message reply;
+  const CtlError ping =
+      hs == CtlError::kOk ? c.call(kPing, "x", 1, nullptr, 0, &reply, kTimeoutMs) : hs;
+  const uint16_t ping_type = reply.hdr.type;
+  const int served_calls = hook.calls;
+  set_client_wait_hook([](void *p) { ++static_cast<Hook *>(p)->calls; }, &hook);
+  const CtlError mute = c.call(kPing, "y", 1, nullptr, 0, &reply, 50);
+  set_client_wait_hook(nullptr, nullptr);
+  EXPECT_EQ(hs, CtlError::kOk);
+  EXPECT_EQ(ping, CtlError::kOk);
+  EXPECT_EQ(ping_type, kPong);
+  EXPECT_GT(served_calls, 0);
+  EXPECT_EQ(mute, CtlError::kTimeout);
+  EXPECT_GT(hook.calls, served_calls);
+  EXPECT_EQ(count_kind(rec.snapshot(), Event::kConnect), 1u);
 }
 
 TEST(CtlServerAdopt, SocketpairClient) {

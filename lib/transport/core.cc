@@ -39,13 +39,8 @@ EngineCoreT<Q>::EngineCoreT(const EngineConfig &cfg)
       dirty_(new uint32_t[cfg.max_cq ? cfg.max_cq : 1]) {
   cfg_.qpn_base &= 0xff0000u;                              // the prefix; the rest is random
   if (cfg_.max_qp > kMaxQpnLow) cfg_.max_qp = kMaxQpnLow;  // 16 bits, minus QP0 / QP1
-  for (uint32_t i = 0; i < cfg_.max_qp; ++i) {
-    qps_[i].index = i;
-    qps_[i].retrans_timer.qp_index = i;
-    qps_[i].retrans_timer.kind = kTimerRetransmit;
-    qps_[i].rnr_timer.qp_index = i;
-    qps_[i].rnr_timer.kind = kTimerRnr;
-  }
+  for (uint32_t i = 0; i < cfg_.max_qp; ++i)
+    fresh_qp_slot(i);
 }
 
 template <class Q>
@@ -64,13 +59,7 @@ int EngineCoreT<Q>::reset() {
   for (uint32_t i = 0; i < cfg_.max_qp; ++i) {
     Qp &q = qps_[i];
     if (q.in_use) qp_slot_of_[q.qpn & 0xffffu] = 0;
-    q.~Qp();
-    new (&q) Qp();
-    q.index = i;
-    q.retrans_timer.qp_index = i;
-    q.retrans_timer.kind = kTimerRetransmit;
-    q.rnr_timer.qp_index = i;
-    q.rnr_timer.kind = kTimerRnr;
+    fresh_qp_slot(i);
   }
   for (uint32_t i = 0; i < cfg_.max_cq; ++i) {
     cqs_[i].~CompletionQueue();

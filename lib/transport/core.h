@@ -359,6 +359,9 @@ class EngineCoreT {
   static constexpr uint32_t kMaxQpnLow = 0xfffe;
   // A QPN for a new QP: the prefix | a random unused low half, not `old_qpn` (the slot's last).
   uint32_t draw_qpn(uint32_t old_qpn) noexcept;
+  // Slot i as a new engine has it: every field default but its fixed identity (index, the
+  // timers' back-references). Its timers must not be armed.
+  void fresh_qp_slot(uint32_t i);
 
   void activate(Qp &qp) noexcept {
     if (qp.active) return;

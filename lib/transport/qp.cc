@@ -67,14 +67,7 @@ uint32_t EngineCoreT<Q>::create_qp(const QpInitAttr &init, const typename Q::QpM
     Qp &q = qps_[i];
     if (q.in_use) continue;
     const uint32_t old_qpn = q.qpn;
-    // Reset every field but the fixed identity (timers are disarmed when a QP is destroyed).
-    q.~Qp();
-    new (&q) Qp();
-    q.index = i;
-    q.retrans_timer.qp_index = i;
-    q.retrans_timer.kind = kTimerRetransmit;
-    q.rnr_timer.qp_index = i;
-    q.rnr_timer.kind = kTimerRnr;
+    fresh_qp_slot(i);  // (timers are disarmed when a QP is destroyed)
     cc_init_qp(q);
     q.in_use = true;
     q.qpn = draw_qpn(old_qpn);
@@ -131,6 +124,18 @@ int EngineCoreT<Q>::destroy_qp(uint32_t qpn) noexcept {
   q->in_use = false;
   qp_slot_of_[q->qpn & 0xffffu] = 0;
   return 0;
+}
+
+template <class Q>
+void EngineCoreT<Q>::fresh_qp_slot(uint32_t i) {
+  Qp &q = qps_[i];
+  q.~Qp();
+  new (&q) Qp();
+  q.index = i;
+  q.retrans_timer.qp_index = i;
+  q.retrans_timer.kind = kTimerRetransmit;
+  q.rnr_timer.qp_index = i;
+  q.rnr_timer.kind = kTimerRnr;
 }
 
 template <class Q>

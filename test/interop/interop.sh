@@ -591,6 +591,22 @@ table bridge uroce_ce {
 }
 NFT
   fi
+  case " $runs" in *" cm-"* | *" cms-"*)
+    # The rdma_cm runs: the bridge loses every CM REJ with reason 8 (no listener for the
+    # service ID), so a REQ that came before its server listened is sent again (the CM's
+    # response timeout, ~4 s) instead of refused. perftest -R connects twice, its exchange and
+    # then its data QP, and the server listens again in between: under TCG the client's second
+    # REQ can come first, and perftest 4.5-0.17 then gives up, or retries with the rdma_cm ids
+    # it has just destroyed; either way the server is left waiting for good.
+    ip netns exec "$NS" nft -f - <<NFT || fail "$name: nftables cannot drop CM REJs here"
+table bridge uroce_cm {
+  chain forward {
+    type filter hook forward priority 20; policy accept;
+    udp dport 4791 @th,104,24 1 @th,232,8 0x07 @th,352,16 0x0012 @th,496,16 0x0008 counter drop
+  }
+}
+NFT
+  esac
   ip netns exec "$NS" tshark -q -n -i br0 -f 'udp port 4791' -F pcap -w "$WORK/$name.pcap" \
     >"$WORK/$name-tshark.log" 2>&1 &
   TSPID=$!
@@ -849,6 +865,8 @@ EOF
     cat "$WORK/$name-uroced-check.txt"
     fail "$name: uroced's own capture has invalid frames"
   fi
+  ip netns exec "$NS" nft list table bridge uroce_cm 2>/dev/null | grep -o 'packets [0-9]*' |
+    sed "s/^/$name: REJs (no listener) dropped by nftables: /"
   if [ "$loss" = 1 ]; then
     ip netns exec "$NS" nft list table bridge uroce_loss 2>/dev/null | grep -o 'packets [0-9]*' |
       sed 's/^/loss: frames dropped by nftables: /'

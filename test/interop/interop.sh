@@ -597,7 +597,9 @@ NFT
     # response timeout, ~4 s) instead of refused. perftest -R connects twice, its exchange and
     # then its data QP, and the server listens again in between: under TCG the client's second
     # REQ can come first, and perftest 4.5-0.17 then gives up, or retries with the rdma_cm ids
-    # it has just destroyed; either way the server is left waiting for good.
+    # it has just destroyed; either way the server is left waiting for good. Bit offsets from
+    # the UDP header: BTH dest QP (104, 24 bits), MAD class (232), attribute id (352), REJ
+    # reason (496); checked against a capture of such a REJ.
     ip netns exec "$NS" nft -f - <<NFT || fail "$name: nftables cannot drop CM REJs here"
 table bridge uroce_cm {
   chain forward {
